@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks: mrtr against the official MCP Python SDK."""

@@ -1,0 +1,569 @@
+"""`Client`: typed calls over any transport, and the MRTR loop that answers a server's questions.
+
+`call_tool`, `get_prompt` and `read_resource` return the final result: when the server answers
+`InputRequiredResult`, the loop resolves each input request through the registered handler
+(elicitation, sampling, roots), then retries the original request with a new id, the answers
+under the same keys, and `requestState` echoed byte for byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
+
+from ..inputs import (
+    ELICITATION_CREATE,
+    INPUT_REQUIRED,
+    ROOTS_LIST,
+    SAMPLING_CREATE_MESSAGE,
+    InputRequiredResult,
+)
+from ..protocol import jsonrpc
+from ..protocol import meta as meta_keys
+from ..protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, REQUEST_TIMEOUT, McpError
+from ..protocol.types import (
+    CallToolResult,
+    CompleteResult,
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    DiscoverResult,
+    ElicitRequestParams,
+    ElicitResult,
+    GetPromptResult,
+    Implementation,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    ListRootsRequestParams,
+    ListRootsResult,
+    ListToolsResult,
+    ReadResourceResult,
+)
+from ..protocol.versions import LATEST_PROTOCOL_VERSION
+from .options import ClientOptions, RoundInfo
+
+if TYPE_CHECKING:
+    from ..server.server import Server
+    from ..transport.base import ClientTransport
+
+logger = logging.getLogger("mrtr.client")
+
+R = TypeVar("R", bound=BaseModel)
+ElicitationHandler = Callable[[ElicitRequestParams], "ElicitResult | Awaitable[ElicitResult]"]
+SamplingHandler = Callable[
+    [CreateMessageRequestParams], "CreateMessageResult | Awaitable[CreateMessageResult]"
+]
+RootsHandler = Callable[[ListRootsRequestParams], "ListRootsResult | Awaitable[ListRootsResult]"]
+ProgressCallback = Callable[[float, float | None, str | None], Any]
+LogHandler = Callable[[dict[str, Any]], Any]
+
+_PARAMS_MODELS: dict[str, type[BaseModel]] = {
+    ELICITATION_CREATE: ElicitRequestParams,
+    SAMPLING_CREATE_MESSAGE: CreateMessageRequestParams,
+    ROOTS_LIST: ListRootsRequestParams,
+}
+_RESULT_MODELS: dict[str, type[BaseModel]] = {
+    ELICITATION_CREATE: ElicitResult,
+    SAMPLING_CREATE_MESSAGE: CreateMessageResult,
+    ROOTS_LIST: ListRootsResult,
+}
+_HANDLER_NAMES = {
+    ELICITATION_CREATE: "elicitation",
+    SAMPLING_CREATE_MESSAGE: "sampling",
+    ROOTS_LIST: "roots",
+}
+
+
+class InputRequiredError(Exception):
+    """With `auto_fulfill=False`: the server needs input; `result` says what it asked."""
+
+    def __init__(self, result: InputRequiredResult) -> None:
+        keys = ", ".join(result.input_requests or {}) or "none"
+        super().__init__(f"the server needs input before it can complete (keys: {keys})")
+        self.result = result
+
+
+class InputHandlerError(McpError):
+    """A registered input handler failed (or is missing) for one of the server's questions."""
+
+    def __init__(self, code: int, message: str, key: str, method: str) -> None:
+        super().__init__(code, message, {"key": key, "method": method})
+        self.key = key
+        self.method = method
+
+
+class Client:
+    """An MCP client. Use `Client.in_memory(server)`, `Client.http(url)` or
+    `Client.stdio(command)` as an async context manager."""
+
+    def __init__(
+        self,
+        transport: ClientTransport,
+        *,
+        options: ClientOptions | None = None,
+        client_info: Implementation | None = None,
+        elicitation_handler: ElicitationHandler | None = None,
+        elicitation_modes: Sequence[str] = ("form",),
+        sampling_handler: SamplingHandler | None = None,
+        roots_handler: RootsHandler | None = None,
+        log_handler: LogHandler | None = None,
+        protocol_version: str = LATEST_PROTOCOL_VERSION,
+    ) -> None:
+        self.transport = transport
+        self.options = options or ClientOptions()
+        self.client_info = client_info or Implementation(name="mrtr-client", version="0.1.0")
+        self.protocol_version = protocol_version
+        self._handlers: dict[str, Callable[[Any], Any]] = {}
+        self._elicitation_modes: tuple[str, ...] = ("form",)
+        self._log_handler = log_handler
+        self._ids = itertools.count(1)
+        self._progress: dict[str | int, ProgressCallback] = {}
+        self._meta: dict[str, Any] = {}
+        self._connected = False
+        if elicitation_handler is not None:
+            self.set_elicitation_handler(elicitation_handler, modes=elicitation_modes)
+        if sampling_handler is not None:
+            self.set_sampling_handler(sampling_handler)
+        if roots_handler is not None:
+            self.set_roots_handler(roots_handler)
+        self._rebuild_meta()
+
+    # --- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def in_memory(cls, server: Server, **kwargs: Any) -> Client:
+        """A client connected to `server` in this process (real JSON-RPC, no sockets)."""
+        from ..transport.memory import MemoryTransport
+
+        return cls(MemoryTransport(server), **kwargs)
+
+    @classmethod
+    def http(
+        cls,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 600.0,
+        **kwargs: Any,
+    ) -> Client:
+        """A client for a Streamable HTTP endpoint (`http://host:port/mcp`)."""
+        from ..transport.http_client import HTTPTransport
+
+        return cls(HTTPTransport(url, headers=headers, timeout=timeout), **kwargs)
+
+    @classmethod
+    def stdio(
+        cls,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        **kwargs: Any,
+    ) -> Client:
+        """A client that spawns `command args...` and speaks to it over stdin/stdout."""
+        from ..transport.stdio import StdioTransport
+
+        return cls(StdioTransport(command, list(args), env=env, cwd=cwd), **kwargs)
+
+    async def __aenter__(self) -> Client:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def connect(self) -> None:
+        """Open the transport (the context manager does this)."""
+        if not self._connected:
+            await self.transport.connect(self._on_notification)
+            self._connected = True
+
+    async def close(self) -> None:
+        """Close the transport (the context manager does this)."""
+        if self._connected:
+            self._connected = False
+            await self.transport.close()
+
+    # --- handlers and capabilities -----------------------------------------------------------
+
+    def set_elicitation_handler(
+        self, fn: ElicitationHandler, *, modes: Sequence[str] = ("form",)
+    ) -> None:
+        """Answer `elicitation/create`; `modes` are the modes it handles (`form`, `url`)."""
+        bad = set(modes) - {"form", "url"} or (set() if modes else {"(none)"})
+        if bad:
+            raise ValueError(f"elicitation modes must be 'form' and/or 'url', not {sorted(bad)}")
+        self._handlers[ELICITATION_CREATE] = fn
+        self._elicitation_modes = tuple(modes)
+        self._rebuild_meta()
+
+    def set_sampling_handler(self, fn: SamplingHandler) -> None:
+        """Answer `sampling/createMessage`."""
+        self._handlers[SAMPLING_CREATE_MESSAGE] = fn
+        self._rebuild_meta()
+
+    def set_roots_handler(self, fn: RootsHandler) -> None:
+        """Answer `roots/list`."""
+        self._handlers[ROOTS_LIST] = fn
+        self._rebuild_meta()
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        """The `clientCapabilities` sent on every request (from the registered handlers)."""
+        caps: dict[str, Any] = {}
+        if ELICITATION_CREATE in self._handlers:
+            caps["elicitation"] = {mode: {} for mode in self._elicitation_modes}
+        if SAMPLING_CREATE_MESSAGE in self._handlers:
+            caps["sampling"] = {}
+        if ROOTS_LIST in self._handlers:
+            caps["roots"] = {}
+        return caps
+
+    def _rebuild_meta(self) -> None:
+        self._meta = {
+            meta_keys.PROTOCOL_VERSION: self.protocol_version,
+            meta_keys.CLIENT_INFO: self.client_info.to_wire(),
+            meta_keys.CLIENT_CAPABILITIES: self.capabilities,
+        }
+
+    # --- plain requests ------------------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Send one request with the required `_meta` and return its raw result.
+
+        Raises `McpError` for an error response, and `McpError(REQUEST_TIMEOUT)` when no answer
+        comes within `timeout` (default `ClientOptions.request_timeout`; 0 = no limit), after
+        cancelling the request.
+        """
+        body = dict(params) if params else {}
+        body["_meta"] = {**self._meta, **meta} if meta else self._meta
+        message = jsonrpc.request(next(self._ids), method, body)
+        limit = self.options.request_timeout if timeout is None else timeout
+        try:
+            async with asyncio.timeout(limit if limit > 0 else None):
+                response = await self.transport.request(message)
+        except TimeoutError:
+            raise McpError(
+                REQUEST_TIMEOUT, f"{method} got no response within {limit:g} s; request cancelled"
+            ) from None
+        if "error" in response:
+            raise McpError.from_error(response["error"])
+        result = response.get("result")
+        if not isinstance(result, dict):
+            raise McpError(INTERNAL_ERROR, f"{method}: the server's result is not an object")
+        return result
+
+    async def discover(self) -> DiscoverResult:
+        """`server/discover`: the server's versions, capabilities and identity."""
+        return DiscoverResult.model_validate(await self.request("server/discover"))
+
+    async def list_tools(self, cursor: str | None = None) -> ListToolsResult:
+        """One page of tools (`next_cursor` gives the next)."""
+        return ListToolsResult.model_validate(await self.request("tools/list", _cursor(cursor)))
+
+    async def list_prompts(self, cursor: str | None = None) -> ListPromptsResult:
+        """One page of prompts."""
+        return ListPromptsResult.model_validate(
+            await self.request("prompts/list", _cursor(cursor))
+        )
+
+    async def list_resources(self, cursor: str | None = None) -> ListResourcesResult:
+        """One page of resources."""
+        return ListResourcesResult.model_validate(
+            await self.request("resources/list", _cursor(cursor))
+        )
+
+    async def list_resource_templates(
+        self, cursor: str | None = None
+    ) -> ListResourceTemplatesResult:
+        """One page of resource templates."""
+        return ListResourceTemplatesResult.model_validate(
+            await self.request("resources/templates/list", _cursor(cursor))
+        )
+
+    async def complete(
+        self,
+        ref: Mapping[str, Any],
+        argument: Mapping[str, str],
+        context_arguments: Mapping[str, str] | None = None,
+    ) -> CompleteResult:
+        """`completion/complete` for a prompt or resource-template argument."""
+        params: dict[str, Any] = {"ref": dict(ref), "argument": dict(argument)}
+        if context_arguments:
+            params["context"] = {"arguments": dict(context_arguments)}
+        return CompleteResult.model_validate(await self.request("completion/complete", params))
+
+    # --- MRTR calls ----------------------------------------------------------------------------
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        input_responses: Mapping[str, Any] | None = None,
+        request_state: str | None = None,
+        progress_callback: ProgressCallback | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> CallToolResult:
+        """Call a tool and return its final result, answering the server's questions."""
+        params: dict[str, Any] = {"name": name}
+        if arguments is not None:
+            params["arguments"] = dict(arguments)
+        return await self._mrtr(
+            "tools/call", name, params, CallToolResult, input_responses, request_state,
+            progress_callback, meta,
+        )
+
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        *,
+        input_responses: Mapping[str, Any] | None = None,
+        request_state: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> GetPromptResult:
+        """Get a prompt, answering the server's questions."""
+        params: dict[str, Any] = {"name": name}
+        if arguments is not None:
+            params["arguments"] = dict(arguments)
+        return await self._mrtr(
+            "prompts/get", name, params, GetPromptResult, input_responses, request_state, None,
+            meta,
+        )
+
+    async def read_resource(
+        self,
+        uri: str,
+        *,
+        input_responses: Mapping[str, Any] | None = None,
+        request_state: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> ReadResourceResult:
+        """Read a resource, answering the server's questions."""
+        return await self._mrtr(
+            "resources/read", uri, {"uri": uri}, ReadResourceResult, input_responses,
+            request_state, None, meta,
+        )
+
+    async def _mrtr(
+        self,
+        method: str,
+        target: str,
+        params: dict[str, Any],
+        model: type[R],
+        responses: Mapping[str, Any] | None,
+        state: str | None,
+        progress: ProgressCallback | None,
+        meta: Mapping[str, Any] | None,
+    ) -> R:
+        config = self.options.input_required
+        token: str | None = None
+        if progress is not None:
+            token = f"progress-{next(self._ids)}"
+            self._progress[token] = progress
+            meta = {**(meta or {}), meta_keys.PROGRESS_TOKEN: token}
+        budget = config.max_total_timeout
+        try:
+            async with asyncio.timeout(budget if budget > 0 else None):
+                return await self._loop(method, target, params, model, responses, state, meta)
+        except TimeoutError:
+            raise McpError(
+                REQUEST_TIMEOUT,
+                f"{method} {target!r} did not complete within max_total_timeout "
+                f"({budget:g} s); the request in flight was cancelled",
+            ) from None
+        finally:
+            if token is not None:
+                self._progress.pop(token, None)
+
+    async def _loop(
+        self,
+        method: str,
+        target: str,
+        base: dict[str, Any],
+        model: type[R],
+        responses: Mapping[str, Any] | None,
+        state: str | None,
+        meta: Mapping[str, Any] | None,
+    ) -> R:
+        config = self.options.input_required
+        rounds = 0
+        backoff = 0.05
+        while True:
+            params = dict(base)
+            if responses:
+                params["inputResponses"] = dict(responses)
+            if state is not None:
+                params["requestState"] = state
+            started = time.perf_counter()
+            result = await self.request(method, params, meta=meta, timeout=config.round_timeout)
+            kind = result.get("resultType", "complete")
+            if kind == "complete":
+                return model.model_validate(result)
+            if kind != INPUT_REQUIRED:
+                raise McpError(
+                    INTERNAL_ERROR, f"{method}: the server sent an unknown resultType {kind!r}"
+                )
+            asked = InputRequiredResult.model_validate(result)
+            if not config.auto_fulfill:
+                raise InputRequiredError(asked)
+            rounds += 1
+            if rounds > config.max_rounds:
+                raise McpError(
+                    INTERNAL_ERROR,
+                    f"{method} {target!r}: the server still asked for input after "
+                    f"{config.max_rounds} rounds (max_rounds); giving up",
+                )
+            requests = result.get("inputRequests")
+            state = result.get("requestState")
+            if not requests and state is None:
+                raise McpError(
+                    INTERNAL_ERROR,
+                    f"{method}: input_required result with neither inputRequests nor requestState",
+                )
+            if requests:
+                responses = await self._resolve(requests)
+            else:
+                # Only a state: the server says "not yet". Back off instead of busy-polling.
+                responses = None
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 0.25)
+            self._report_round(method, target, rounds, requests or {}, state, started)
+
+    def _report_round(
+        self,
+        method: str,
+        target: str,
+        round_number: int,
+        requests: Mapping[str, Any],
+        state: str | None,
+        started: float,
+    ) -> None:
+        info = RoundInfo(
+            method=method,
+            target=target,
+            round=round_number,
+            keys=tuple(requests),
+            state_size=len(state) if state is not None else 0,
+            elapsed=time.perf_counter() - started,
+        )
+        if self.options.on_round is not None:
+            self.options.on_round(info)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "%s %r round %d: asked %s, state %d chars, %.1f ms",
+                method, target, info.round, list(info.keys), info.state_size, info.elapsed * 1000,
+            )
+
+    async def _resolve(self, requests: Any) -> dict[str, Any]:
+        """Answer every input request of one round, concurrently."""
+        if not isinstance(requests, dict):
+            raise McpError(INTERNAL_ERROR, "inputRequests from the server is not an object")
+        if len(requests) == 1:
+            (key, request), = requests.items()
+            return {key: await self._answer(key, request)}
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = {
+                    key: group.create_task(self._answer(key, request))
+                    for key, request in requests.items()
+                }
+        except BaseExceptionGroup as group_error:
+            raise group_error.exceptions[0] from None
+        return {key: task.result() for key, task in tasks.items()}
+
+    async def _answer(self, key: str, request: Any) -> dict[str, Any]:
+        """Dispatch one input request to its handler; return the bare result."""
+        method = request.get("method") if isinstance(request, dict) else None
+        if not isinstance(method, str):
+            raise InputHandlerError(
+                INTERNAL_ERROR, f"input request {key!r} has no method", key, str(method)
+            )
+        handler = self._handlers.get(method)
+        if handler is None:
+            known = _HANDLER_NAMES.get(method)
+            why = (
+                f"no {known} handler is registered"
+                if known
+                else "this method is not an input request this client knows"
+            )
+            raise InputHandlerError(
+                METHOD_NOT_FOUND,
+                f"the server asked for input {key!r} with {method}, but {why}",
+                key,
+                method,
+            )
+        try:
+            params = _PARAMS_MODELS[method].model_validate(request.get("params") or {})
+        except Exception as exc:
+            raise InputHandlerError(
+                INTERNAL_ERROR, f"input request {key!r} ({method}) has invalid params: {exc}",
+                key, method,
+            ) from None
+        try:
+            answer = handler(params)
+            if inspect.isawaitable(answer):
+                answer = await answer
+        except McpError:
+            raise
+        except Exception as exc:
+            raise InputHandlerError(
+                INTERNAL_ERROR,
+                f"the {_HANDLER_NAMES[method]} handler failed on input {key!r}: "
+                f"{type(exc).__name__}: {exc}",
+                key,
+                method,
+            ) from exc
+        if isinstance(answer, dict):
+            answer = _RESULT_MODELS[method].model_validate(answer)
+        if not isinstance(answer, BaseModel):
+            raise InputHandlerError(
+                INTERNAL_ERROR,
+                f"the {_HANDLER_NAMES[method]} handler returned {type(answer).__name__} for "
+                f"input {key!r}; expected {_RESULT_MODELS[method].__name__}",
+                key,
+                method,
+            )
+        bare = answer.model_dump(mode="json", by_alias=True, exclude_none=True)
+        bare.pop("resultType", None)
+        bare.pop("_meta", None)
+        return bare
+
+    # --- notifications -------------------------------------------------------------------------
+
+    async def _on_notification(self, message: dict[str, Any]) -> None:
+        method = message.get("method")
+        params = message.get("params") or {}
+        if method == "notifications/progress":
+            callback = self._progress.get(params.get("progressToken"))
+            if callback is not None:
+                outcome = callback(params.get("progress", 0), params.get("total"), params.get("message"))
+                if inspect.isawaitable(outcome):
+                    await outcome
+        elif method == "notifications/message":
+            if self._log_handler is not None:
+                outcome = self._log_handler(params)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            else:
+                logger.info("server log [%s]: %s", params.get("level"), params.get("data"))
+
+
+def _cursor(cursor: str | None) -> dict[str, Any] | None:
+    return {"cursor": cursor} if cursor is not None else None

@@ -1,0 +1,48 @@
+"""Client configuration (seed: `ClientOptions`, `ClientOptions::InputRequiredConfig`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+
+@dataclass(frozen=True, slots=True)
+class InputRequiredConfig:
+    """How the client drives MRTR for `call_tool`, `get_prompt` and `read_resource`.
+
+    `auto_fulfill`: answer input requests through the registered handlers and retry; when
+    False the call raises `InputRequiredError` carrying the `InputRequiredResult`, and the
+    application retries by hand with `input_responses=` and `request_state=`.
+    `max_rounds`: the most input-required results one call accepts before giving up.
+    `round_timeout`: seconds to wait for the server's answer to one attempt (0 = no limit).
+    `max_total_timeout`: seconds for the whole flow, handlers included (0 = no limit).
+    """
+
+    auto_fulfill: bool = True
+    max_rounds: int = 10
+    round_timeout: float = 600.0
+    max_total_timeout: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RoundInfo:
+    """What one MRTR round did, for `ClientOptions.on_round`."""
+
+    method: str
+    target: str
+    round: int
+    keys: tuple[str, ...]
+    state_size: int
+    elapsed: float
+
+
+@dataclass(slots=True)
+class ClientOptions:
+    """Client options; `on_round` is called after each input-required round is answered."""
+
+    InputRequiredConfig: ClassVar[type[InputRequiredConfig]] = InputRequiredConfig
+
+    input_required: InputRequiredConfig = field(default_factory=InputRequiredConfig)
+    on_round: Callable[[RoundInfo], None] | None = None
+    request_timeout: float = 600.0

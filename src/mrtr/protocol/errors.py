@@ -1,0 +1,93 @@
+"""JSON-RPC and MCP error codes, and `McpError`, the one exception that carries them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+HEADER_MISMATCH = -32020
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+# Local to this SDK, never sent by a server: the spec leaves local errors (a timeout raised
+# inside a client) without a code and asks that they cannot be mistaken for a peer's error,
+# so they live outside the JSON-RPC reserved range (-32768..-32000).
+REQUEST_TIMEOUT = -1001
+CONNECTION_CLOSED = -1002
+
+INVALID_REQUEST_STATE_REASON = "invalid_request_state"
+
+
+class McpError(Exception):
+    """An error with a JSON-RPC code, a message a person can act on, and optional data."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_error(self) -> dict[str, Any]:
+        """The JSON-RPC `error` member for this error."""
+        err: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            err["data"] = self.data
+        return err
+
+    @classmethod
+    def from_error(cls, error: Any) -> McpError:
+        """Build from a received JSON-RPC `error` member, tolerating a malformed one."""
+        if not isinstance(error, dict):
+            return cls(INTERNAL_ERROR, f"malformed error from peer: {error!r}")
+        code = error.get("code")
+        message = error.get("message")
+        return cls(
+            code if isinstance(code, int) else INTERNAL_ERROR,
+            message if isinstance(message, str) else "error without a message",
+            error.get("data"),
+        )
+
+    def __repr__(self) -> str:
+        return f"McpError({self.code}, {self.message!r})"
+
+
+def invalid_params(message: str, data: Any = None) -> McpError:
+    """-32602 Invalid params."""
+    return McpError(INVALID_PARAMS, message, data)
+
+
+def method_not_found(method: str) -> McpError:
+    """-32601 with the method named."""
+    return McpError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+
+def unsupported_protocol_version(requested: Any, supported: list[str]) -> McpError:
+    """-32022 with `data.supported` and `data.requested`, as the spec's example shapes it."""
+    return McpError(
+        UNSUPPORTED_PROTOCOL_VERSION,
+        "Unsupported protocol version",
+        {"supported": supported, "requested": requested},
+    )
+
+
+def missing_client_capability(required: dict[str, Any]) -> McpError:
+    """-32021 with `data.requiredCapabilities`."""
+    names = ", ".join(sorted(required))
+    return McpError(
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        f"Missing required client capability: {names}",
+        {"requiredCapabilities": required},
+    )
+
+
+def invalid_request_state() -> McpError:
+    """The single answer to every requestState that fails verification (cause is logged only)."""
+    return McpError(
+        INVALID_PARAMS,
+        "Invalid requestState: retry the original request without requestState",
+        {"reason": INVALID_REQUEST_STATE_REASON},
+    )

@@ -1,0 +1,528 @@
+"""MCP 2026-07-28 types as pydantic models, camelCase on the wire, snake_case in Python.
+
+Every model keeps unknown fields (`extra="allow"`) so that a message from a newer peer survives
+a decode/encode round trip, and `to_wire()` drops unset optional fields instead of sending nulls.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+Role = Literal["user", "assistant"]
+LoggingLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+CacheScope = Literal["public", "private"]
+ProgressToken = str | int
+
+
+class McpModel(BaseModel):
+    """Base of every protocol type: camelCase aliases, extra fields kept."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="allow",
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON object for this value, as sent on the wire."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+Meta = Annotated[dict[str, Any] | None, Field(alias="_meta")]
+
+
+class Icon(McpModel):
+    src: str
+    mime_type: str | None = None
+    sizes: list[str] | None = None
+    theme: Literal["light", "dark"] | None = None
+
+
+class Implementation(McpModel):
+    """A client's or server's name and version."""
+
+    name: str
+    version: str
+    title: str | None = None
+    description: str | None = None
+    icons: list[Icon] | None = None
+    website_url: str | None = None
+
+
+class Annotations(McpModel):
+    audience: list[Role] | None = None
+    priority: float | None = None
+    last_modified: str | None = None
+
+
+class TextResourceContents(McpModel):
+    uri: str
+    text: str
+    mime_type: str | None = None
+    meta: Meta = None
+
+
+class BlobResourceContents(McpModel):
+    uri: str
+    blob: str
+    mime_type: str | None = None
+    meta: Meta = None
+
+
+ResourceContents = TextResourceContents | BlobResourceContents
+
+
+class TextContent(McpModel):
+    type: Literal["text"] = "text"
+    text: str
+    annotations: Annotations | None = None
+    meta: Meta = None
+
+
+class ImageContent(McpModel):
+    type: Literal["image"] = "image"
+    data: str
+    mime_type: str
+    annotations: Annotations | None = None
+    meta: Meta = None
+
+
+class AudioContent(McpModel):
+    type: Literal["audio"] = "audio"
+    data: str
+    mime_type: str
+    annotations: Annotations | None = None
+    meta: Meta = None
+
+
+class ResourceLink(McpModel):
+    type: Literal["resource_link"] = "resource_link"
+    uri: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+    icons: list[Icon] | None = None
+    annotations: Annotations | None = None
+    meta: Meta = None
+
+
+class EmbeddedResource(McpModel):
+    type: Literal["resource"] = "resource"
+    resource: TextResourceContents | BlobResourceContents
+    annotations: Annotations | None = None
+    meta: Meta = None
+
+
+ContentBlock = Annotated[
+    TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource,
+    Field(discriminator="type"),
+]
+
+
+class ToolUseContent(McpModel):
+    type: Literal["tool_use"] = "tool_use"
+    id: str
+    name: str
+    input: dict[str, Any]
+    meta: Meta = None
+
+
+class ToolResultContent(McpModel):
+    type: Literal["tool_result"] = "tool_result"
+    tool_use_id: str
+    content: list[ContentBlock]
+    structured_content: Any = None
+    is_error: bool | None = None
+    meta: Meta = None
+
+
+SamplingContent = Annotated[
+    TextContent | ImageContent | AudioContent | ToolUseContent | ToolResultContent,
+    Field(discriminator="type"),
+]
+
+
+class ToolAnnotations(McpModel):
+    title: str | None = None
+    read_only_hint: bool | None = None
+    destructive_hint: bool | None = None
+    idempotent_hint: bool | None = None
+    open_world_hint: bool | None = None
+
+
+class Tool(McpModel):
+    """A tool as listed by `tools/list`."""
+
+    name: str
+    input_schema: dict[str, Any]
+    title: str | None = None
+    description: str | None = None
+    output_schema: dict[str, Any] | None = None
+    annotations: ToolAnnotations | None = None
+    icons: list[Icon] | None = None
+    meta: Meta = None
+
+
+class PromptArgument(McpModel):
+    name: str
+    title: str | None = None
+    description: str | None = None
+    required: bool | None = None
+
+
+class Prompt(McpModel):
+    """A prompt as listed by `prompts/list`."""
+
+    name: str
+    title: str | None = None
+    description: str | None = None
+    arguments: list[PromptArgument] | None = None
+    icons: list[Icon] | None = None
+    meta: Meta = None
+
+
+class PromptMessage(McpModel):
+    role: Role
+    content: ContentBlock
+
+
+class Resource(McpModel):
+    """A resource as listed by `resources/list`."""
+
+    uri: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+    annotations: Annotations | None = None
+    icons: list[Icon] | None = None
+    meta: Meta = None
+
+
+class ResourceTemplate(McpModel):
+    """A URI template as listed by `resources/templates/list`."""
+
+    uri_template: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    annotations: Annotations | None = None
+    icons: list[Icon] | None = None
+    meta: Meta = None
+
+
+class ClientCapabilities(McpModel):
+    elicitation: dict[str, Any] | None = None
+    sampling: dict[str, Any] | None = None
+    roots: dict[str, Any] | None = None
+    experimental: dict[str, Any] | None = None
+    extensions: dict[str, Any] | None = None
+
+
+class ServerCapabilities(McpModel):
+    tools: dict[str, Any] | None = None
+    prompts: dict[str, Any] | None = None
+    resources: dict[str, Any] | None = None
+    logging: dict[str, Any] | None = None
+    completions: dict[str, Any] | None = None
+    experimental: dict[str, Any] | None = None
+    extensions: dict[str, Any] | None = None
+
+
+# --- results -----------------------------------------------------------------------------
+
+
+class Result(McpModel):
+    """Base of results: `resultType` is `"complete"` unless said otherwise."""
+
+    result_type: str = "complete"
+    meta: Meta = None
+
+
+class CacheableResult(Result):
+    ttl_ms: int = 0
+    cache_scope: CacheScope = "public"
+
+
+class DiscoverResult(CacheableResult):
+    supported_versions: list[str]
+    capabilities: ServerCapabilities
+    instructions: str | None = None
+
+
+class ListToolsResult(CacheableResult):
+    tools: list[Tool]
+    next_cursor: str | None = None
+
+
+class ListPromptsResult(CacheableResult):
+    prompts: list[Prompt]
+    next_cursor: str | None = None
+
+
+class ListResourcesResult(CacheableResult):
+    resources: list[Resource]
+    next_cursor: str | None = None
+
+
+class ListResourceTemplatesResult(CacheableResult):
+    resource_templates: list[ResourceTemplate]
+    next_cursor: str | None = None
+
+
+class ReadResourceResult(CacheableResult):
+    contents: list[TextResourceContents | BlobResourceContents]
+
+
+class CallToolResult(Result):
+    """A tool's result: content blocks, optional structured content, and the error flag.
+
+    A handler may set `input_required` (an `InputRequiredResult`) to ask for input instead,
+    as in the seed's manual style; it never goes on the wire as a field.
+    """
+
+    content: list[ContentBlock] = Field(default_factory=list)
+    structured_content: Any = None
+    is_error: bool | None = None
+    input_required: Any = Field(default=None, exclude=True)
+
+
+class GetPromptResult(Result):
+    messages: list[PromptMessage]
+    description: str | None = None
+
+
+class Completion(McpModel):
+    values: list[str]
+    total: int | None = None
+    has_more: bool | None = None
+
+
+class CompleteResult(Result):
+    completion: Completion
+
+
+class SubscriptionsListenResult(Result):
+    pass
+
+
+# --- client-side requests carried by MRTR ------------------------------------------------
+
+
+class ElicitRequestParams(McpModel):
+    """`elicitation/create` params: form mode (`requested_schema`) or URL mode (`url`)."""
+
+    message: str
+    mode: Literal["form", "url"] | None = None
+    requested_schema: dict[str, Any] | None = None
+    url: str | None = None
+    meta: Meta = None
+
+    @property
+    def is_url_mode(self) -> bool:
+        """True for URL mode; a missing mode means form mode."""
+        return self.mode == "url"
+
+
+class ElicitRequestFormParams(ElicitRequestParams):
+    """Form mode params, for code that wants the spec's narrower name."""
+
+    requested_schema: dict[str, Any]
+
+
+class ElicitRequestURLParams(ElicitRequestParams):
+    """URL mode params, for code that wants the spec's narrower name."""
+
+    mode: Literal["form", "url"] | None = "url"
+    url: str
+
+
+ElicitAction = Literal["accept", "decline", "cancel"]
+
+
+class ElicitResult(McpModel):
+    """The user's answer: `accept` (with `content` in form mode), `decline` or `cancel`."""
+
+    action: ElicitAction
+    content: dict[str, Any] | None = None
+
+    def is_accepted(self) -> bool:
+        """True when the user accepted."""
+        return self.action == "accept"
+
+
+T = TypeVar("T")
+
+
+class ElicitResultTyped(BaseModel, Generic[T]):
+    """An elicitation answer whose content is validated into the caller's type `T`."""
+
+    action: ElicitAction
+    content: T | None = None
+
+    def is_accepted(self) -> bool:
+        """True when the user accepted."""
+        return self.action == "accept"
+
+
+class ModelHint(McpModel):
+    name: str | None = None
+
+
+class ModelPreferences(McpModel):
+    hints: list[ModelHint] | None = None
+    cost_priority: float | None = None
+    speed_priority: float | None = None
+    intelligence_priority: float | None = None
+
+
+class SamplingMessage(McpModel):
+    role: Role
+    content: SamplingContent | list[SamplingContent]
+    meta: Meta = None
+
+
+class ToolChoice(McpModel):
+    mode: Literal["auto", "required", "none"] | None = None
+
+
+class CreateMessageRequestParams(McpModel):
+    """`sampling/createMessage` params."""
+
+    messages: list[SamplingMessage]
+    max_tokens: int
+    system_prompt: str | None = None
+    include_context: Literal["none", "thisServer", "allServers"] | None = None
+    temperature: float | None = None
+    stop_sequences: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+    model_preferences: ModelPreferences | None = None
+    tools: list[Tool] | None = None
+    tool_choice: ToolChoice | None = None
+    meta: Meta = None
+
+
+class CreateMessageResult(McpModel):
+    """A sampled message (a bare result inside `inputResponses`)."""
+
+    role: Role
+    content: SamplingContent | list[SamplingContent]
+    model: str
+    stop_reason: str | None = None
+    meta: Meta = None
+
+
+class ListRootsRequestParams(McpModel):
+    """`roots/list` params (none but `_meta`)."""
+
+    meta: Meta = None
+
+
+class Root(McpModel):
+    uri: str
+    name: str | None = None
+    meta: Meta = None
+
+
+class ListRootsResult(McpModel):
+    """The client's roots (a bare result inside `inputResponses`)."""
+
+    roots: list[Root]
+    meta: Meta = None
+
+
+# --- notifications -------------------------------------------------------------------------
+
+
+class ProgressNotificationParams(McpModel):
+    progress_token: ProgressToken
+    progress: float
+    total: float | None = None
+    message: str | None = None
+    meta: Meta = None
+
+
+class LoggingMessageNotificationParams(McpModel):
+    level: LoggingLevel
+    data: Any
+    logger: str | None = None
+    meta: Meta = None
+
+
+class CancelledNotificationParams(McpModel):
+    request_id: str | int
+    reason: str | None = None
+    meta: Meta = None
+
+
+# --- request params --------------------------------------------------------------------
+
+
+class RequestParams(McpModel):
+    meta: Meta = None
+
+
+class PaginatedRequestParams(RequestParams):
+    cursor: str | None = None
+
+
+class CallToolRequestParams(RequestParams):
+    name: str
+    arguments: dict[str, Any] | None = None
+    input_responses: dict[str, Any] | None = None
+    request_state: str | None = None
+
+
+class GetPromptRequestParams(RequestParams):
+    name: str
+    arguments: dict[str, str] | None = None
+    input_responses: dict[str, Any] | None = None
+    request_state: str | None = None
+
+
+class ReadResourceRequestParams(RequestParams):
+    uri: str
+    input_responses: dict[str, Any] | None = None
+    request_state: str | None = None
+
+
+class PromptReference(McpModel):
+    type: Literal["ref/prompt"] = "ref/prompt"
+    name: str
+    title: str | None = None
+
+
+class ResourceTemplateReference(McpModel):
+    type: Literal["ref/resource"] = "ref/resource"
+    uri: str
+
+
+class CompletionArgument(McpModel):
+    name: str
+    value: str
+
+
+class CompleteRequestParams(RequestParams):
+    ref: Annotated[PromptReference | ResourceTemplateReference, Field(discriminator="type")]
+    argument: CompletionArgument
+    context: dict[str, Any] | None = None
+
+
+class SubscriptionFilter(McpModel):
+    tools_list_changed: bool | None = None
+    prompts_list_changed: bool | None = None
+    resources_list_changed: bool | None = None
+    resource_subscriptions: list[str] | None = None
+
+
+class SubscriptionsListenRequestParams(RequestParams):
+    notifications: SubscriptionFilter

@@ -1,0 +1,293 @@
+"""What a server offers: tools, prompts, resources and resource templates, and how each
+handler's return value becomes a wire result.
+
+Listings are rendered to wire dicts once, at registration; results are built as dicts, never
+through an intermediate model, because this is the hot path.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+from pydantic import BaseModel
+
+from ..inputs import InputRequiredResult
+from ..protocol.types import (
+    CallToolResult,
+    ContentBlock,
+    GetPromptResult,
+    Icon,
+    PromptMessage,
+    ReadResourceResult,
+    ResourceContents,
+    ToolAnnotations,
+)
+from .signature import AnyFunction, FunctionSignature, OutputShape
+from .uri_template import UriTemplate
+
+_CONTENT_TYPES = ("text", "image", "audio", "resource_link", "resource")
+
+
+def _json_text(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def _content_block(value: Any) -> dict[str, Any] | None:
+    """A content block as a wire dict, when `value` is one."""
+    if isinstance(value, BaseModel) and getattr(value, "type", None) in _CONTENT_TYPES:
+        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return None
+
+
+def _content_list(value: Any) -> list[dict[str, Any]] | None:
+    """A list of content blocks as wire dicts, when `value` is one (or a single block)."""
+    block = _content_block(value)
+    if block is not None:
+        return [block]
+    if isinstance(value, list | tuple) and value:
+        blocks = [_content_block(v) for v in value]
+        if all(b is not None for b in blocks):
+            return blocks  # type: ignore[return-value]
+    return None
+
+
+def _doc(fn: AnyFunction, description: str | None) -> str | None:
+    if description is not None:
+        return description
+    doc = (fn.__doc__ or "").strip()
+    return doc or None
+
+
+class ToolEntry:
+    """A registered tool."""
+
+    __slots__ = ("name", "output", "signature", "wire")
+
+    def __init__(
+        self,
+        fn: AnyFunction,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        icons: Sequence[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+        input_schema: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | None = None,
+        structured_output: bool | None = None,
+    ) -> None:
+        self.name = name or fn.__name__
+        self.signature = FunctionSignature(fn)
+        self.output = (
+            OutputShape(None, None, False)
+            if structured_output is False
+            else OutputShape.from_annotation(self.signature.return_annotation)
+        )
+        wire: dict[str, Any] = {"name": self.name}
+        if title:
+            wire["title"] = title
+        doc = _doc(fn, description)
+        if doc:
+            wire["description"] = doc
+        wire["inputSchema"] = input_schema or self.signature.input_schema()
+        out_schema = output_schema or self.output.schema
+        if out_schema is not None:
+            wire["outputSchema"] = out_schema
+        if annotations is not None:
+            wire["annotations"] = annotations.to_wire()
+        if icons:
+            wire["icons"] = [i.to_wire() for i in icons]
+        if meta:
+            wire["_meta"] = meta
+        self.wire = wire
+
+    def result(self, value: Any) -> dict[str, Any] | InputRequiredResult:
+        """The `CallToolResult` wire dict (or an input request) for a returned value."""
+        if isinstance(value, InputRequiredResult):
+            return value
+        if isinstance(value, CallToolResult):
+            if value.input_required is not None:
+                return value.input_required  # type: ignore[no-any-return]
+            return value.to_wire()
+        if isinstance(value, dict) and value.get("resultType") == "input_required":
+            return InputRequiredResult.model_validate(value)
+        content = _content_list(value)
+        if content is not None:
+            return {"content": content}
+        if isinstance(value, str) and self.output.adapter is None:
+            return {"content": [{"type": "text", "text": value}]}
+        if self.output.adapter is not None:
+            structured = self.output.structured(value)
+            text = value if isinstance(value, str) else _json_text(structured if not self.output.wrap else structured["result"])
+            return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
+        if value is None:
+            return {"content": []}
+        if isinstance(value, BaseModel):
+            data = value.model_dump(mode="json", by_alias=True, exclude_none=True)
+            return {"content": [{"type": "text", "text": _json_text(data)}], "structuredContent": data}
+        return {"content": [{"type": "text", "text": value if isinstance(value, str) else _json_text(value)}]}
+
+
+class PromptEntry:
+    """A registered prompt; its arguments come from the function's signature."""
+
+    __slots__ = ("name", "signature", "wire")
+
+    def __init__(
+        self,
+        fn: AnyFunction,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        icons: Sequence[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        self.name = name or fn.__name__
+        self.signature = FunctionSignature(fn)
+        schema = self.signature.input_schema()
+        props = schema.get("properties", {})
+        arguments = []
+        for arg in self.signature.param_names:
+            entry: dict[str, Any] = {"name": arg}
+            desc = props.get(arg, {}).get("description")
+            if desc:
+                entry["description"] = desc
+            entry["required"] = arg in self.signature.required
+            arguments.append(entry)
+        wire: dict[str, Any] = {"name": self.name}
+        if title:
+            wire["title"] = title
+        doc = _doc(fn, description)
+        if doc:
+            wire["description"] = doc
+        if arguments:
+            wire["arguments"] = arguments
+        if icons:
+            wire["icons"] = [i.to_wire() for i in icons]
+        if meta:
+            wire["_meta"] = meta
+        self.wire = wire
+
+    def result(self, value: Any) -> dict[str, Any] | InputRequiredResult:
+        """The `GetPromptResult` wire dict for a returned value."""
+        if isinstance(value, InputRequiredResult):
+            return value
+        if isinstance(value, GetPromptResult):
+            return value.to_wire()
+        items = value if isinstance(value, list | tuple) else [value]
+        messages = []
+        for item in items:
+            if isinstance(item, str):
+                messages.append({"role": "user", "content": {"type": "text", "text": item}})
+            elif isinstance(item, PromptMessage):
+                messages.append(item.to_wire())
+            elif isinstance(item, dict):
+                messages.append(PromptMessage.model_validate(item).to_wire())
+            else:
+                block = _content_block(item)
+                if block is None:
+                    raise TypeError(
+                        f"prompt {self.name!r} returned {type(item).__name__}; expected str, "
+                        "PromptMessage, a content block or GetPromptResult"
+                    )
+                messages.append({"role": "user", "content": block})
+        out: dict[str, Any] = {"messages": messages}
+        if "description" in self.wire:
+            out["description"] = self.wire["description"]
+        return out
+
+
+def resource_contents(uri: str, mime_type: str | None, value: Any) -> list[dict[str, Any]]:
+    """Resource contents for a handler's return value (str -> text, bytes -> blob)."""
+    items = value if isinstance(value, list | tuple) else [value]
+    contents = []
+    for item in items:
+        if isinstance(item, str):
+            entry: dict[str, Any] = {"uri": uri, "text": item}
+        elif isinstance(item, bytes | bytearray | memoryview):
+            entry = {"uri": uri, "blob": base64.b64encode(bytes(item)).decode()}
+        elif isinstance(item, BaseModel) and isinstance(item, ResourceContents):  # type: ignore[misc,arg-type]
+            contents.append(item.to_wire())
+            continue
+        elif isinstance(item, dict) and ("text" in item or "blob" in item):
+            contents.append(item)
+            continue
+        else:
+            entry = {"uri": uri, "text": _json_text(item)}
+            mime_type = mime_type or "application/json"
+        if mime_type:
+            entry["mimeType"] = mime_type
+        contents.append(entry)
+    return contents
+
+
+class ResourceEntry:
+    """A registered static resource (or, with `template`, a resource template)."""
+
+    __slots__ = ("mime_type", "signature", "template", "uri", "wire")
+
+    def __init__(
+        self,
+        fn: AnyFunction,
+        uri: str,
+        *,
+        template: bool = False,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        size: int | None = None,
+        icons: Sequence[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        self.uri = uri
+        self.mime_type = mime_type
+        self.signature = FunctionSignature(fn)
+        self.template = UriTemplate(uri) if template else None
+        if self.template is not None:
+            missing = set(self.signature.required) - set(self.template.variables)
+            if missing:
+                raise TypeError(
+                    f"resource template {uri!r}: parameters {sorted(missing)} are not template variables"
+                )
+        wire: dict[str, Any] = {"uriTemplate" if template else "uri": uri, "name": name or fn.__name__}
+        if title:
+            wire["title"] = title
+        doc = _doc(fn, description)
+        if doc:
+            wire["description"] = doc
+        if mime_type:
+            wire["mimeType"] = mime_type
+        if size is not None and not template:
+            wire["size"] = size
+        if icons:
+            wire["icons"] = [i.to_wire() for i in icons]
+        if meta:
+            wire["_meta"] = meta
+        self.wire = wire
+
+    def result(self, uri: str, value: Any) -> dict[str, Any] | InputRequiredResult:
+        """The `ReadResourceResult` wire dict (caching hints added by the server)."""
+        if isinstance(value, InputRequiredResult):
+            return value
+        if isinstance(value, ReadResourceResult):
+            return value.to_wire()
+        return {"contents": resource_contents(uri, self.mime_type, value)}
+
+
+#: `(ref, argument_name, value, context_arguments) -> list of values`, sync or async.
+CompletionHandler = Callable[..., Any]
+
+__all__ = [
+    "CompletionHandler",
+    "ContentBlock",
+    "PromptEntry",
+    "ResourceEntry",
+    "ToolEntry",
+    "resource_contents",
+]

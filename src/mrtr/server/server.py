@@ -1,0 +1,676 @@
+"""`Server`: the registry of tools, prompts and resources, and the dispatcher.
+
+The dispatcher takes a decoded JSON-RPC message and returns the response; it knows nothing of
+sockets, HTTP or stdio (transports move bytes and call `handle_message`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from ..inputs import INPUT_METHODS, InputRequest, InputRequiredResult
+from ..protocol import jsonrpc
+from ..protocol import meta as meta_keys
+from ..protocol.errors import (
+    INTERNAL_ERROR,
+    McpError,
+    invalid_params,
+    invalid_request_state,
+    method_not_found,
+    missing_client_capability,
+    unsupported_protocol_version,
+)
+from ..protocol.types import Icon, Implementation, ToolAnnotations
+from ..protocol.versions import SUPPORTED_PROTOCOL_VERSIONS
+from .context import NotifySink, RequestContext
+from .options import ServerOptions
+from .primitives import PromptEntry, ResourceEntry, ToolEntry
+from .replay import RoundState, only_pending, question_digest
+from .request_state import (
+    InvalidRequestState,
+    RequestStateKeyRing,
+    StateBinding,
+    VerifiedState,
+    digest_arguments,
+    mint_request_state,
+    verify_request_state,
+)
+from .signature import ValidationFailure
+
+logger = logging.getLogger("mrtr.server")
+
+F = TypeVar("F", bound=Callable[..., Any])
+Handler = Callable[[RequestContext], Awaitable[dict[str, Any]]]
+_SUPPORTED = list(SUPPORTED_PROTOCOL_VERSIONS)
+
+
+def _encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: Any) -> int:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        tag, _, number = raw.partition(":")
+        offset = int(number)
+        if tag != "o" or offset < 0:
+            raise ValueError
+        return offset
+    except (ValueError, TypeError, UnicodeDecodeError):
+        raise invalid_params(
+            "Invalid cursor: pass back a nextCursor from an earlier list result, unchanged"
+        ) from None
+
+
+class Server:
+    """An MCP server: register handlers with the decorators, then serve it on a transport."""
+
+    def __init__(
+        self,
+        name: str,
+        version: str = "0.1.0",
+        *,
+        title: str | None = None,
+        instructions: str | None = None,
+        website_url: str | None = None,
+        icons: Sequence[Icon] | None = None,
+        options: ServerOptions | None = None,
+    ) -> None:
+        self.name = name
+        self.version = version
+        self.options = options or ServerOptions()
+        self.instructions = instructions or self.options.instructions
+        self.info = Implementation(
+            name=name, version=version, title=title, website_url=website_url,
+            icons=list(icons) if icons else None,
+        )
+        self._result_meta = {meta_keys.SERVER_INFO: self.info.to_wire()}
+        self._tools: dict[str, ToolEntry] = {}
+        self._prompts: dict[str, PromptEntry] = {}
+        self._resources: dict[str, ResourceEntry] = {}
+        self._templates: list[ResourceEntry] = []
+        self._completion: Callable[..., Any] | None = None
+        self._key_ring = (
+            RequestStateKeyRing(self.options.request_state_key)
+            if self.options.request_state_verifier is None
+            else None
+        )
+        if self._key_ring is not None and self._key_ring.random:
+            logger.info(
+                "server %r seals requestState with a random per-process key; configure "
+                "ServerOptions.request_state_key for multi-instance deployments",
+                name,
+            )
+        self._methods: dict[str, Handler] = {
+            "server/discover": self._discover,
+            "tools/list": self._list_tools,
+            "tools/call": self._call_tool,
+            "prompts/list": self._list_prompts,
+            "prompts/get": self._get_prompt,
+            "resources/list": self._list_resources,
+            "resources/templates/list": self._list_templates,
+            "resources/read": self._read_resource,
+            "completion/complete": self._complete,
+        }
+
+    # --- registration ----------------------------------------------------------------------
+
+    def tool(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        icons: Sequence[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+        input_schema: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | None = None,
+        structured_output: bool | None = None,
+    ) -> Callable[[F], F]:
+        """Register a function as a tool; its signature gives the input schema."""
+
+        def register(fn: F) -> F:
+            entry = ToolEntry(
+                fn, name=name, title=title, description=description, annotations=annotations,
+                icons=icons, meta=meta, input_schema=input_schema, output_schema=output_schema,
+                structured_output=structured_output,
+            )
+            self._tools[entry.name] = entry
+            return fn
+
+        return register
+
+    def prompt(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        icons: Sequence[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> Callable[[F], F]:
+        """Register a function as a prompt; its parameters are the prompt's arguments."""
+
+        def register(fn: F) -> F:
+            entry = PromptEntry(
+                fn, name=name, title=title, description=description, icons=icons, meta=meta
+            )
+            self._prompts[entry.name] = entry
+            return fn
+
+        return register
+
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        size: int | None = None,
+        icons: Sequence[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> Callable[[F], F]:
+        """Register a function as the static resource at `uri`."""
+
+        def register(fn: F) -> F:
+            self._resources[uri] = ResourceEntry(
+                fn, uri, name=name, title=title, description=description,
+                mime_type=mime_type, size=size, icons=icons, meta=meta,
+            )
+            return fn
+
+        return register
+
+    def resource_template(
+        self,
+        uri_template: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        icons: Sequence[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> Callable[[F], F]:
+        """Register a function for every URI matching `uri_template` (its variables are
+        the function's parameters)."""
+
+        def register(fn: F) -> F:
+            self._templates.append(
+                ResourceEntry(
+                    fn, uri_template, template=True, name=name, title=title,
+                    description=description, mime_type=mime_type, icons=icons, meta=meta,
+                )
+            )
+            return fn
+
+        return register
+
+    def completion(self) -> Callable[[F], F]:
+        """Register the argument-completion handler.
+
+        It is called as `fn(ref, argument, context_arguments)` (plus a `RequestContext` if it
+        takes one) and returns a list of strings or a `Completion`/dict.
+        """
+
+        def register(fn: F) -> F:
+            self._completion = fn
+            return fn
+
+        return register
+
+    # --- entry points for transports -----------------------------------------------------
+
+    async def handle_message(
+        self, message: Any, notify: NotifySink | None = None, transport_info: Any = None
+    ) -> dict[str, Any] | None:
+        """Handle any decoded JSON-RPC message; returns the response, or None for a notification."""
+        try:
+            kind = jsonrpc.classify(message)
+        except McpError as exc:
+            return jsonrpc.error_response(jsonrpc.readable_id(message), exc)
+        if kind == "request":
+            return await self.handle_request(message, notify, transport_info)
+        # Notifications need no answer; cancellation is carried out by the transport, which
+        # owns the task running the request. A response is unexpected: servers send no requests.
+        return None
+
+    async def handle_request(
+        self, message: dict[str, Any], notify: NotifySink | None = None, transport_info: Any = None
+    ) -> dict[str, Any]:
+        """Handle one validated request and return its response (never raises)."""
+        request_id = message["id"]
+        method = message["method"]
+        try:
+            handler = self._methods.get(method)
+            if handler is None:
+                raise method_not_found(method)
+            params = message.get("params")
+            if params is None:
+                params = {}
+            self._check_meta(params)
+            ctx = RequestContext(self, request_id, method, params, notify, transport_info)
+            result = await handler(ctx)
+        except McpError as exc:
+            return jsonrpc.error_response(request_id, exc)
+        except Exception:
+            logger.exception("internal error handling %s (id %r)", method, request_id)
+            return jsonrpc.error_response(
+                request_id, McpError(INTERNAL_ERROR, f"Internal error while handling {method}")
+            )
+        result.setdefault("resultType", "complete")
+        meta = result.get("_meta")
+        if meta is None:
+            result["_meta"] = self._result_meta
+        elif isinstance(meta, dict):
+            meta.setdefault(meta_keys.SERVER_INFO, self._result_meta[meta_keys.SERVER_INFO])
+        return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+    def _check_meta(self, params: dict[str, Any]) -> None:
+        meta = params.get("_meta")
+        if not isinstance(meta, dict):
+            raise unsupported_protocol_version(None, _SUPPORTED)
+        version = meta.get(meta_keys.PROTOCOL_VERSION)
+        if version not in SUPPORTED_PROTOCOL_VERSIONS:
+            raise unsupported_protocol_version(version, _SUPPORTED)
+        if not isinstance(meta.get(meta_keys.CLIENT_CAPABILITIES), dict):
+            raise invalid_params(
+                f"_meta[{meta_keys.CLIENT_CAPABILITIES!r}] is required and must be an object"
+            )
+        level = meta.get(meta_keys.LOG_LEVEL)
+        if level is not None and level not in meta_keys.LOG_LEVEL_RANK:
+            raise invalid_params(
+                f"_meta[{meta_keys.LOG_LEVEL!r}] must be one of {', '.join(meta_keys.LOG_LEVELS)}"
+            )
+
+    # --- discovery and lists ---------------------------------------------------------------
+
+    def capabilities(self) -> dict[str, Any]:
+        """The capabilities `server/discover` advertises."""
+        caps: dict[str, Any] = {"logging": {}}
+        if self._tools:
+            caps["tools"] = {}
+        if self._prompts:
+            caps["prompts"] = {}
+        if self._resources or self._templates:
+            caps["resources"] = {}
+        if self._completion is not None:
+            caps["completions"] = {}
+        return caps
+
+    async def _discover(self, ctx: RequestContext) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "supportedVersions": _SUPPORTED,
+            "capabilities": self.capabilities(),
+            "ttlMs": self.options.list_ttl_ms,
+            "cacheScope": "public",
+        }
+        if self.instructions:
+            result["instructions"] = self.instructions
+        return result
+
+    def _page(self, params: dict[str, Any], key: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+        cursor = params.get("cursor")
+        start = 0 if cursor is None else _decode_cursor(cursor)
+        size = self.options.page_size
+        result: dict[str, Any] = {
+            key: items[start : start + size],
+            "ttlMs": self.options.list_ttl_ms,
+            "cacheScope": self.options.list_cache_scope,
+        }
+        if start + size < len(items):
+            result["nextCursor"] = _encode_cursor(start + size)
+        return result
+
+    async def _list_tools(self, ctx: RequestContext) -> dict[str, Any]:
+        return self._page(ctx.params, "tools", [t.wire for t in self._tools.values()])
+
+    async def _list_prompts(self, ctx: RequestContext) -> dict[str, Any]:
+        return self._page(ctx.params, "prompts", [p.wire for p in self._prompts.values()])
+
+    async def _list_resources(self, ctx: RequestContext) -> dict[str, Any]:
+        return self._page(ctx.params, "resources", [r.wire for r in self._resources.values()])
+
+    async def _list_templates(self, ctx: RequestContext) -> dict[str, Any]:
+        return self._page(ctx.params, "resourceTemplates", [t.wire for t in self._templates])
+
+    # --- the three MRTR methods ------------------------------------------------------------
+
+    async def _call_tool(self, ctx: RequestContext) -> dict[str, Any]:
+        params = ctx.params
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise invalid_params('tools/call needs "name", the name of a tool (a string)')
+        entry = self._tools.get(name)
+        if entry is None:
+            raise invalid_params(f"Unknown tool: {name!r}")
+        arguments = params.get("arguments")
+        if arguments is not None and not isinstance(arguments, dict):
+            raise invalid_params(f'tools/call {name!r}: "arguments" must be an object')
+        try:
+            kwargs = entry.signature.bind(arguments)
+        except ValidationFailure as exc:
+            return _tool_error(f"Invalid arguments for tool {name!r}: {exc}")
+
+        async def invoke(c: RequestContext) -> Any:
+            try:
+                return await entry.signature.call(dict(kwargs), c)
+            except (McpError, ValueError, TypeError) as exc:
+                # A question-key misuse is a bug, not a tool outcome; McpError is protocol.
+                if isinstance(exc, McpError):
+                    raise
+                return _ToolFailure(exc)
+            except Exception as exc:
+                return _ToolFailure(exc)
+
+        value = await self._run_mrtr(ctx, name, arguments, invoke)
+        if isinstance(value, _ToolFailure):
+            return _tool_error(f"Error executing tool {name!r}: {value.describe()}")
+        return self._finish(ctx, name, arguments, entry.result(value))
+
+    async def _get_prompt(self, ctx: RequestContext) -> dict[str, Any]:
+        params = ctx.params
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise invalid_params('prompts/get needs "name", the name of a prompt (a string)')
+        entry = self._prompts.get(name)
+        if entry is None:
+            raise invalid_params(f"Unknown prompt: {name!r}")
+        arguments = params.get("arguments")
+        if arguments is not None and not isinstance(arguments, dict):
+            raise invalid_params(f'prompts/get {name!r}: "arguments" must be an object')
+        try:
+            kwargs = entry.signature.bind(arguments)
+        except ValidationFailure as exc:
+            raise invalid_params(f"Invalid arguments for prompt {name!r}: {exc}") from None
+
+        async def invoke(c: RequestContext) -> Any:
+            return await entry.signature.call(dict(kwargs), c)
+
+        value = await self._run_mrtr(ctx, name, arguments, invoke, what=f"prompt {name!r}")
+        return self._finish(ctx, name, arguments, entry.result(value))
+
+    async def _read_resource(self, ctx: RequestContext) -> dict[str, Any]:
+        uri = ctx.params.get("uri")
+        if not isinstance(uri, str):
+            raise invalid_params('resources/read needs "uri", the URI of a resource (a string)')
+        entry = self._resources.get(uri)
+        variables: dict[str, str] = {}
+        if entry is None:
+            for template in self._templates:
+                assert template.template is not None
+                found = template.template.match(uri)
+                if found is not None:
+                    entry, variables = template, found
+                    break
+        if entry is None:
+            raise invalid_params(f"Resource not found: {uri}", {"uri": uri})
+        try:
+            kwargs = entry.signature.bind(variables)
+        except ValidationFailure as exc:
+            raise invalid_params(f"Invalid URI {uri!r} for template {entry.uri!r}: {exc}") from None
+        resolved = entry
+
+        async def invoke(c: RequestContext) -> Any:
+            return await resolved.signature.call(dict(kwargs), c)
+
+        value = await self._run_mrtr(ctx, uri, None, invoke, what=f"resource {uri!r}")
+        result = self._finish(ctx, uri, None, resolved.result(uri, value))
+        if result.get("resultType") != "input_required":
+            result.setdefault("ttlMs", 0)
+            result.setdefault("cacheScope", "private")
+        return result
+
+    # --- MRTR ------------------------------------------------------------------------------
+
+    def _binding(self, ctx: RequestContext, target: str, arguments: Any) -> StateBinding:
+        resolver = self.options.principal
+        principal = resolver(ctx.transport_info) if resolver is not None else None
+        return StateBinding(
+            method=ctx.method,
+            target=target,
+            arguments_digest=digest_arguments(arguments),
+            audience=self.name,
+            principal=principal,
+        )
+
+    async def _verify(self, token: Any, binding: StateBinding) -> VerifiedState:
+        try:
+            if not isinstance(token, str):
+                raise InvalidRequestState("not_a_string")
+            verifier = self.options.request_state_verifier
+            if verifier is None:
+                assert self._key_ring is not None
+                return verify_request_state(self._key_ring, binding, token)
+            verified = verifier(token, binding)
+            if inspect.isawaitable(verified):
+                verified = await verified
+            return verified
+        except InvalidRequestState as exc:
+            cause = exc.cause
+        except Exception as exc:
+            cause = f"verifier raised {type(exc).__name__}"
+        logger.warning(
+            "rejected requestState for %s %r: %s", binding.method, binding.target, cause
+        )
+        raise invalid_request_state()
+
+    async def _run_mrtr(
+        self,
+        ctx: RequestContext,
+        target: str,
+        arguments: Any,
+        invoke: Callable[[RequestContext], Awaitable[Any]],
+        what: str | None = None,
+    ) -> Any:
+        """Run one round of a handler: restore the sealed state, take this round's answers,
+        run (or replay) the handler, and say whether it finished or still needs input."""
+        params = ctx.params
+        token = params.get("requestState")
+        state = ctx._state
+        if token is not None:
+            binding = self._binding(ctx, target, arguments)
+            verified = await self._verify(token, binding)
+            state = RoundState.decode(verified.data, verified.round)
+            ctx._state = state
+        responses = params.get("inputResponses")
+        if responses is not None:
+            if not isinstance(responses, dict):
+                raise invalid_params(
+                    '"inputResponses" must be an object mapping each asked key to its result'
+                )
+            state.take_responses(responses)
+            ctx.input_responses = responses
+        timeout = self.options.input_required.round_timeout
+        try:
+            async with asyncio.timeout(timeout if timeout > 0 else None):
+                value = await invoke(ctx)
+        except TimeoutError:
+            raise McpError(
+                INTERNAL_ERROR,
+                f"{what or ctx.method} did not finish within round_timeout ({timeout:g} s)",
+            ) from None
+        except BaseException as exc:
+            if not (only_pending(exc) and ctx._questions):
+                if what is not None and not isinstance(exc, McpError | asyncio.CancelledError):
+                    logger.exception("%s failed", what)
+                    raise McpError(INTERNAL_ERROR, f"{what} failed") from None
+                raise
+            value = None
+            await self._settle(ctx)
+        return value
+
+    @staticmethod
+    async def _settle(ctx: RequestContext) -> None:
+        """Let sibling tasks (`asyncio.gather`) reach their questions so they share the round."""
+        seen = len(ctx._questions)
+        for _ in range(4):
+            await asyncio.sleep(0)
+            if len(ctx._questions) == seen:
+                return
+            seen = len(ctx._questions)
+
+    def _finish(
+        self,
+        ctx: RequestContext,
+        target: str,
+        arguments: Any,
+        result: dict[str, Any] | InputRequiredResult,
+    ) -> dict[str, Any]:
+        """Return a complete result as is, or seal and shape an input-required one."""
+        pending = ctx.pending()
+        if pending:
+            requests = {key: q.request for key, q in pending.items()}
+            digests = {key: q.digest for key, q in pending.items()}
+            user = ctx._state.user
+        elif isinstance(result, InputRequiredResult):
+            requests = result.input_requests or {}
+            digests = {k: question_digest(r.method, r.params) for k, r in requests.items()}
+            user = result.request_state
+        else:
+            return result
+        return self._input_required(ctx, target, arguments, requests, digests, user)
+
+    def _input_required(
+        self,
+        ctx: RequestContext,
+        target: str,
+        arguments: Any,
+        requests: dict[str, InputRequest],
+        digests: dict[str, str],
+        user: str | None,
+    ) -> dict[str, Any]:
+        missing: dict[str, Any] = {}
+        for key, req in requests.items():
+            if req.method not in INPUT_METHODS:
+                logger.error("handler asked %r with unsupported method %r", key, req.method)
+                raise McpError(INTERNAL_ERROR, f"Internal error while handling {ctx.method}")
+            url_mode = req.params.get("mode") == "url"
+            if not ctx.client_supports(req.method, url_mode=url_mode):
+                cap = req.method.split("/")[0]
+                missing[cap] = {"url": {}} if url_mode else {}
+        if missing:
+            raise missing_client_capability(missing)
+        state = ctx._state
+        next_round = state.round + 1
+        limit = self.options.input_required.max_rounds
+        if next_round > limit:
+            raise McpError(
+                INTERNAL_ERROR,
+                f"{ctx.method} {target!r} still needs input after {limit} rounds (max_rounds); "
+                "giving up",
+            )
+        sealed = RoundState(
+            next_round,
+            state.answers,
+            {key: [digests[key], req.method] for key, req in requests.items()},
+            state.once,
+            user,
+        )
+        payload = sealed.encode()
+        binding = self._binding(ctx, target, arguments)
+        if self._key_ring is None:
+            raise McpError(
+                INTERNAL_ERROR,
+                "request_state_verifier is set but no request_state_key to seal with",
+            )
+        token = mint_request_state(
+            self._key_ring,
+            binding,
+            payload,
+            round=next_round,
+            ttl=self.options.request_state_ttl,
+        )
+        result: dict[str, Any] = {"resultType": "input_required", "requestState": token}
+        if requests:
+            result["inputRequests"] = {
+                key: {"method": req.method, "params": req.params} for key, req in requests.items()
+            }
+        return result
+
+    # --- completion ------------------------------------------------------------------------
+
+    async def _complete(self, ctx: RequestContext) -> dict[str, Any]:
+        params = ctx.params
+        ref, argument = params.get("ref"), params.get("argument")
+        if not isinstance(ref, dict) or not isinstance(argument, dict):
+            raise invalid_params('completion/complete needs "ref" and "argument" objects')
+        if ref.get("type") == "ref/prompt":
+            if ref.get("name") not in self._prompts:
+                raise invalid_params(f"Unknown prompt: {ref.get('name')!r}")
+        elif ref.get("type") == "ref/resource":
+            uri = ref.get("uri")
+            if uri not in self._resources and all(t.uri != uri for t in self._templates):
+                raise invalid_params(f"Unknown resource or template: {uri!r}")
+        else:
+            raise invalid_params('"ref.type" must be "ref/prompt" or "ref/resource"')
+        values: Any = []
+        if self._completion is not None:
+            context = params.get("context") or {}
+            call_args: list[Any] = [ref, argument, context.get("arguments") or {}]
+            if "ctx" in inspect.signature(self._completion).parameters:
+                values = self._completion(*call_args, ctx=ctx)
+            else:
+                values = self._completion(*call_args)
+            if inspect.isawaitable(values):
+                values = await values
+        if isinstance(values, dict):
+            completion = values
+        elif hasattr(values, "to_wire"):
+            completion = values.to_wire()
+        else:
+            items = [str(v) for v in values]
+            completion = {"values": items[:100], "total": len(items), "hasMore": len(items) > 100}
+        return {"completion": completion}
+
+    # --- serving -----------------------------------------------------------------------------
+
+    def asgi_app(self, **kwargs: Any) -> Any:
+        """A plain ASGI app serving this server over Streamable HTTP at `/mcp`."""
+        from ..transport.http_server import StreamableHTTPApp
+
+        return StreamableHTTPApp(self, **kwargs)
+
+    def run(self, transport: str = "stdio", **kwargs: Any) -> None:
+        """Serve until stopped: `transport="stdio"` or `"http"` (`host=`, `port=`)."""
+        if transport == "stdio":
+            from ..transport.stdio import serve_stdio
+
+            asyncio.run(serve_stdio(self))
+        elif transport == "http":
+            from ..transport.http_server import serve_http
+
+            asyncio.run(serve_http(self, **kwargs))
+        else:
+            raise ValueError(f"unknown transport {transport!r}: use 'stdio' or 'http'")
+
+
+class _ToolFailure:
+    """An exception a tool raised, to be reported to the model as `isError`."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def describe(self) -> str:
+        return str(self.exc) or type(self.exc).__name__
+
+
+def _tool_error(message: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": message}], "isError": True}
+
+
+__all__ = ["Server"]
+
+with contextlib.suppress(ImportError):  # pragma: no cover - keeps the name exported for typing
+    pass

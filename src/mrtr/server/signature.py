@@ -1,0 +1,180 @@
+"""Turn a plain Python function into an MCP handler: argument schema, validation, injection.
+
+The argument model is built once, at registration, from the signature (pydantic models,
+TypedDicts, dataclasses, `Annotated` descriptions), so a call costs one pydantic validation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import types
+import typing
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Annotated, Any, get_args, get_origin
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from ..inputs import InputRequiredResult
+from ..protocol.types import CallToolResult
+
+AnyFunction = Callable[..., Any]
+
+
+def _is_context_type(annotation: Any) -> bool:
+    from .context import RequestContext  # the context imports the engine, which imports us
+
+    return isinstance(annotation, type) and issubclass(annotation, RequestContext)
+
+
+def _described(annotation: Any) -> Any:
+    """Let `Annotated[T, "a description"]` stand for `Annotated[T, Field(description=...)]`."""
+    if get_origin(annotation) is not Annotated:
+        return annotation
+    base, *extras = get_args(annotation)
+    rewritten = [Field(description=e) if isinstance(e, str) else e for e in extras]
+    return Annotated[(base, *rewritten)]  # type: ignore[valid-type]
+
+
+class ValidationFailure(Exception):
+    """Arguments that do not fit the signature; the message says which and why."""
+
+
+def describe_validation_error(exc: pydantic.ValidationError) -> str:
+    """One readable line per problem: `field: message (got value)`, no internals."""
+    parts = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        got = err.get("input")
+        suffix = "" if err.get("type") == "missing" else f" (got {got!r:.60})"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}{suffix}")
+    return "; ".join(parts)
+
+
+class FunctionSignature:
+    """What a handler function takes: its arguments' model and where the context goes."""
+
+    __slots__ = (
+        "_fields",
+        "arg_model",
+        "context_param",
+        "fn",
+        "is_async",
+        "param_names",
+        "required",
+        "return_annotation",
+    )
+
+    def __init__(self, fn: AnyFunction, *, skip: tuple[str, ...] = ()) -> None:
+        self.fn = fn
+        self.is_async = inspect.iscoroutinefunction(fn)
+        hints = typing.get_type_hints(fn, include_extras=True)
+        self.context_param: str | None = None
+        fields: dict[str, Any] = {}
+        for name, param in inspect.signature(fn).parameters.items():
+            if name in skip:
+                continue
+            annotation = hints.get(name, Any)
+            if _is_context_type(annotation) or (name == "ctx" and annotation is Any):
+                self.context_param = name
+                continue
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise TypeError(f"{fn.__qualname__}: *args/**kwargs cannot be MCP arguments")
+            default = ... if param.default is inspect.Parameter.empty else param.default
+            fields[name] = (_described(annotation), default)
+        self.arg_model: type[BaseModel] = pydantic.create_model(  # type: ignore[call-overload]
+            f"{fn.__name__}_arguments",
+            __config__=ConfigDict(arbitrary_types_allowed=True, extra="ignore"),
+            **fields,
+        )
+        self._fields = tuple(fields)
+        self.param_names = self._fields
+        self.required = tuple(n for n, (_, d) in fields.items() if d is ...)
+        self.return_annotation = hints.get("return", inspect.Signature.empty)
+
+    def input_schema(self) -> dict[str, Any]:
+        """JSON Schema (2020-12) of the arguments object."""
+        schema = self.arg_model.model_json_schema()
+        schema.pop("title", None)
+        schema.setdefault("properties", {})
+        return schema
+
+    def bind(self, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Validate raw arguments into keyword arguments, or raise `ValidationFailure`."""
+        if not self._fields:
+            return {}
+        try:
+            model = self.arg_model.model_validate(arguments or {})
+        except pydantic.ValidationError as exc:
+            raise ValidationFailure(describe_validation_error(exc)) from None
+        values = model.__dict__
+        return {name: values[name] for name in self._fields}
+
+    async def call(self, kwargs: dict[str, Any], ctx: Any) -> Any:
+        """Call the function (sync or async) with validated arguments and the context."""
+        if self.context_param is not None:
+            kwargs[self.context_param] = ctx
+        if self.is_async:
+            return await typing.cast(Callable[..., Awaitable[Any]], self.fn)(**kwargs)
+        return self.fn(**kwargs)
+
+
+# --- return values -> structured output ---------------------------------------------------
+
+_PASSTHROUGH_NAMES = {"TextContent", "ImageContent", "AudioContent", "ResourceLink"}
+
+
+def _without_input_required(annotation: Any) -> Any:
+    """Drop `InputRequiredResult` (and None) from a union return annotation."""
+    args = get_args(annotation)
+    if args and get_origin(annotation) in (typing.Union, types.UnionType):
+        kept = [a for a in args if a not in (InputRequiredResult, type(None))]
+        if len(kept) == 1:
+            return kept[0]
+    return annotation
+
+
+def _is_object_type(tp: Any) -> bool:
+    if isinstance(tp, type) and (
+        issubclass(tp, BaseModel) or dataclasses.is_dataclass(tp) or typing.is_typeddict(tp)
+    ):
+        return True
+    return get_origin(tp) in (dict, Mapping) and (get_args(tp) or (str,))[0] is str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OutputShape:
+    """How a tool's return value becomes `structuredContent`: as is, wrapped, or not at all."""
+
+    schema: dict[str, Any] | None
+    adapter: TypeAdapter[Any] | None
+    wrap: bool
+
+    @classmethod
+    def from_annotation(cls, annotation: Any) -> OutputShape:
+        tp = _without_input_required(annotation)
+        if tp in (inspect.Signature.empty, None, type(None), Any, str, CallToolResult):
+            return cls(None, None, False)
+        if isinstance(tp, type) and tp.__name__ in _PASSTHROUGH_NAMES:
+            return cls(None, None, False)
+        if get_origin(tp) is list and any(
+            getattr(a, "__name__", "") in _PASSTHROUGH_NAMES for a in get_args(tp)
+        ):
+            return cls(None, None, False)
+        try:
+            adapter: TypeAdapter[Any] = TypeAdapter(tp)
+            inner = adapter.json_schema()
+        except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError):
+            return cls(None, None, False)
+        if _is_object_type(tp):
+            inner.pop("title", None)
+            return cls(inner, adapter, False)
+        wrapped = {"type": "object", "properties": {"result": inner}, "required": ["result"]}
+        return cls(wrapped, adapter, True)
+
+    def structured(self, value: Any) -> Any:
+        """The `structuredContent` for a returned value."""
+        assert self.adapter is not None
+        data = self.adapter.dump_python(value, mode="json")
+        return {"result": data} if self.wrap else data
