@@ -239,14 +239,16 @@ run_client_leg() {
 # scenarios count (the requirement set also runs unscored extensions, which
 # cannot fail the run), and failures the baseline excuses are reported as
 # skipped, so the closing line agrees with the exit status.
+# Arguments: the exit status of each leg, or "-" for a leg that did not run.
 summarize() {
-  "$PYTHON" - "$RESULTS" "$SUITE_DIR/requirements/$REVISION.yaml" "$EXPECTED" <<'PY'
+  "$PYTHON" - "$RESULTS" "$SUITE_DIR/requirements/$REVISION.yaml" "$EXPECTED" "$@" <<'PY'
 import json
 import pathlib
 import re
 import sys
 
 results, requirements, baseline_file = map(pathlib.Path, sys.argv[1:4])
+leg_status = dict(zip(("server", "client"), sys.argv[4:6]))
 
 
 def yaml_lists(path):
@@ -271,9 +273,9 @@ scored = yaml_lists(requirements)
 baseline = yaml_lists(baseline_file) if baseline_file.exists() else {}
 totals = {}
 for leg in ("server", "client"):
-    leg_dir = results / leg
-    if not leg_dir.is_dir():
+    if leg_status.get(leg, "-") == "-":
         continue
+    leg_dir = results / leg
     whole = {e for e in baseline.get(leg, []) if ":" not in e}
     per_check = {}
     for entry in baseline.get(leg, []):
@@ -282,7 +284,7 @@ for leg in ("server", "client"):
             per_check.setdefault(scenario, set()).add(check)
     passed = failed = skipped = 0
     problems = []
-    for checks_file in sorted(leg_dir.glob("*/checks.json")):
+    for checks_file in sorted(leg_dir.glob("*/checks.json")) if leg_dir.is_dir() else []:
         name = checks_file.parent.name
         name = re.sub(r"-\d{4}-\d{2}-\d{2}T[\d-]+Z$", "", name)
         if leg == "server":
@@ -313,6 +315,11 @@ for leg in ("server", "client"):
         for check in sorted(excused & ok_ids):
             failed += 1
             problems.append(f"{name}:{check}: listed in the baseline but passes now (remove it)")
+    if leg_status[leg] != "0" and failed == 0:
+        # The suite failed the leg for a reason no check shows (server never
+        # came up, client crashed or hung, suite error): count it once.
+        failed = 1
+        problems.append(f"the {leg} leg failed (exit {leg_status[leg]}); see the log above")
     totals[leg] = (passed, failed, skipped)
     print(f"{leg} leg (scored scenarios): {passed} passed, {failed} failed, {skipped} skipped")
     for p in problems:
@@ -340,22 +347,24 @@ main() {
   rm -rf "$RESULTS"
   mkdir -p "$RESULTS"
 
-  local started=$SECONDS server_rc=0 client_rc=0 leg_start
+  local started=$SECONDS server_rc=- client_rc=- leg_start
   if [[ "$legs" != client ]]; then
     leg_start=$SECONDS
+    server_rc=0
     run_server_leg || server_rc=$?
     log "server leg finished in $((SECONDS - leg_start))s (exit $server_rc)"
   fi
   if [[ "$legs" != server ]]; then
     leg_start=$SECONDS
+    client_rc=0
     run_client_leg || client_rc=$?
     log "client leg finished in $((SECONDS - leg_start))s (exit $client_rc)"
   fi
 
   echo
-  summarize || echo "conformance: could not summarize the results" >&2
+  summarize "$server_rc" "$client_rc" || echo "conformance: could not summarize the results" >&2
   log "total time $((SECONDS - started))s; results in ${RESULTS#"$ROOT"/}/"
-  if ((server_rc != 0 || client_rc != 0)); then
+  if [[ "$server_rc" != [-0] || "$client_rc" != [-0] ]]; then
     echo "conformance: FAILED (server leg exit $server_rc, client leg exit $client_rc)" >&2
     exit 1
   fi

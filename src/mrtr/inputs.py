@@ -55,7 +55,7 @@ class InputRequiredResult(McpModel):
     client sees) it is the opaque sealed token, to be echoed byte for byte.
     """
 
-    result_type: Literal["input_required"] = INPUT_REQUIRED
+    result_type: Literal["input_required"] = "input_required"
     input_requests: dict[str, InputRequest] | None = None
     request_state: str | None = None
     meta: dict[str, Any] | None = Field(default=None, alias="_meta")

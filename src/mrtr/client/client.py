@@ -16,8 +16,9 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from ..deadline import Deadline
 from ..inputs import (
     ELICITATION_CREATE,
     INPUT_REQUIRED,
@@ -27,7 +28,13 @@ from ..inputs import (
 )
 from ..protocol import jsonrpc
 from ..protocol import meta as meta_keys
-from ..protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, REQUEST_TIMEOUT, McpError
+from ..protocol.errors import (
+    INTERNAL_ERROR,
+    METHOD_NOT_FOUND,
+    REQUEST_TIMEOUT,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    McpError,
+)
 from ..protocol.types import (
     CallToolResult,
     CompleteResult,
@@ -46,7 +53,7 @@ from ..protocol.types import (
     ListToolsResult,
     ReadResourceResult,
 )
-from ..protocol.versions import LATEST_PROTOCOL_VERSION
+from ..protocol.versions import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS
 from .options import ClientOptions, RoundInfo
 
 if TYPE_CHECKING:
@@ -251,22 +258,53 @@ class Client:
         cancelling the request.
         """
         body = dict(params) if params else {}
-        body["_meta"] = {**self._meta, **meta} if meta else self._meta
-        message = jsonrpc.request(next(self._ids), method, body)
         limit = self.options.request_timeout if timeout is None else timeout
-        try:
-            async with asyncio.timeout(limit if limit > 0 else None):
-                response = await self.transport.request(message)
-        except TimeoutError:
-            raise McpError(
-                REQUEST_TIMEOUT, f"{method} got no response within {limit:g} s; request cancelled"
-            ) from None
+        response = await self._send(method, body, meta, limit)
         if "error" in response:
-            raise McpError.from_error(response["error"])
+            error = McpError.from_error(response["error"])
+            version = self._version_to_retry(error)
+            if version is None:
+                raise error
+            # The server named the versions it serves: switch to one we speak and ask again,
+            # once, as a new request (versioning.md: the client SHOULD retry).
+            logger.info("server asked for protocol version %s; retrying %s", version, method)
+            self.protocol_version = version
+            self._rebuild_meta()
+            response = await self._send(method, body, meta, limit)
+            if "error" in response:
+                raise McpError.from_error(response["error"])
         result = response.get("result")
         if not isinstance(result, dict):
             raise McpError(INTERNAL_ERROR, f"{method}: the server's result is not an object")
         return result
+
+    async def _send(
+        self, method: str, body: dict[str, Any], meta: Mapping[str, Any] | None, limit: float
+    ) -> dict[str, Any]:
+        body["_meta"] = {**self._meta, **meta} if meta else self._meta
+        message = jsonrpc.request(next(self._ids), method, body)
+        try:
+            if limit > 0:
+                with Deadline(limit):
+                    return await self.transport.request(message)
+            return await self.transport.request(message)
+        except TimeoutError:
+            raise McpError(
+                REQUEST_TIMEOUT, f"{method} got no response within {limit:g} s; request cancelled"
+            ) from None
+
+    @staticmethod
+    def _version_to_retry(error: McpError) -> str | None:
+        """The version to retry with after -32022, when the server supports one we speak."""
+        if error.code != UNSUPPORTED_PROTOCOL_VERSION or not isinstance(error.data, dict):
+            return None
+        supported = error.data.get("supported")
+        if not isinstance(supported, list):
+            return None
+        for version in SUPPORTED_PROTOCOL_VERSIONS:  # newest first
+            if version in supported:
+                return version
+        return None
 
     async def discover(self) -> DiscoverResult:
         """`server/discover`: the server's versions, capabilities and identity."""
@@ -380,7 +418,9 @@ class Client:
             meta = {**(meta or {}), meta_keys.PROGRESS_TOKEN: token}
         budget = config.max_total_timeout
         try:
-            async with asyncio.timeout(budget if budget > 0 else None):
+            if budget <= 0:
+                return await self._loop(method, target, params, model, responses, state, meta)
+            with Deadline(budget):
                 return await self._loop(method, target, params, model, responses, state, meta)
         except TimeoutError:
             raise McpError(
@@ -420,9 +460,8 @@ class Client:
                 raise McpError(
                     INTERNAL_ERROR, f"{method}: the server sent an unknown resultType {kind!r}"
                 )
-            asked = InputRequiredResult.model_validate(result)
             if not config.auto_fulfill:
-                raise InputRequiredError(asked)
+                raise InputRequiredError(InputRequiredResult.model_validate(result))
             rounds += 1
             if rounds > config.max_rounds:
                 raise McpError(
@@ -432,6 +471,10 @@ class Client:
                 )
             requests = result.get("inputRequests")
             state = result.get("requestState")
+            if state is not None and not isinstance(state, str):
+                raise McpError(
+                    INTERNAL_ERROR, f"{method}: the server's requestState is not a string"
+                )
             if not requests and state is None:
                 raise McpError(
                     INTERNAL_ERROR,
@@ -485,7 +528,8 @@ class Client:
                     for key, request in requests.items()
                 }
         except BaseExceptionGroup as group_error:
-            raise group_error.exceptions[0] from None
+            first = group_error.exceptions[0]
+            raise first from first.__cause__  # keeps the handler's own exception as the cause
         return {key: task.result() for key, task in tasks.items()}
 
     async def _answer(self, key: str, request: Any) -> dict[str, Any]:
@@ -520,18 +564,26 @@ class Client:
             answer = handler(params)
             if inspect.isawaitable(answer):
                 answer = await answer
-        except McpError:
-            raise
         except Exception as exc:
+            # An McpError keeps its code; either way the error names the input that failed.
             raise InputHandlerError(
-                INTERNAL_ERROR,
+                exc.code if isinstance(exc, McpError) else INTERNAL_ERROR,
                 f"the {_HANDLER_NAMES[method]} handler failed on input {key!r}: "
                 f"{type(exc).__name__}: {exc}",
                 key,
                 method,
             ) from exc
         if isinstance(answer, dict):
-            answer = _RESULT_MODELS[method].model_validate(answer)
+            try:
+                answer = _RESULT_MODELS[method].model_validate(answer)
+            except ValidationError as exc:
+                raise InputHandlerError(
+                    INTERNAL_ERROR,
+                    f"the {_HANDLER_NAMES[method]} handler's answer to input {key!r} is not a "
+                    f"valid {_RESULT_MODELS[method].__name__}: {exc.errors()[0]['msg']}",
+                    key,
+                    method,
+                ) from None
         if not isinstance(answer, BaseModel):
             raise InputHandlerError(
                 INTERNAL_ERROR,

@@ -37,12 +37,15 @@ class RoundInfo:
     elapsed: float
 
 
+_Config = InputRequiredConfig  # the options class re-exports it under the seed's nested name
+
+
 @dataclass(slots=True)
 class ClientOptions:
     """Client options; `on_round` is called after each input-required round is answered."""
 
-    InputRequiredConfig: ClassVar[type[InputRequiredConfig]] = InputRequiredConfig
+    InputRequiredConfig: ClassVar[type[_Config]] = InputRequiredConfig
 
-    input_required: InputRequiredConfig = field(default_factory=InputRequiredConfig)
+    input_required: _Config = field(default_factory=lambda: _Config())
     on_round: Callable[[RoundInfo], None] | None = None
     request_timeout: float = 600.0

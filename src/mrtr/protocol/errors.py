@@ -18,6 +18,7 @@ UNSUPPORTED_PROTOCOL_VERSION = -32022
 # so they live outside the JSON-RPC reserved range (-32768..-32000).
 REQUEST_TIMEOUT = -1001
 CONNECTION_CLOSED = -1002
+HTTP_ERROR = -1003  # an HTTP error status without a JSON-RPC error in its body
 
 INVALID_REQUEST_STATE_REASON = "invalid_request_state"
 

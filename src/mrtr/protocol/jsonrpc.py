@@ -93,5 +93,5 @@ def readable_id(message: Any) -> RequestId | None:
     if isinstance(message, dict):
         value = message.get("id")
         if is_valid_id(value):
-            return value  # type: ignore[no-any-return]
+            return value
     return None

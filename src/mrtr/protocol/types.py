@@ -12,7 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 Role = Literal["user", "assistant"]
-LoggingLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+LoggingLevel = Literal[
+    "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"
+]
 CacheScope = Literal["public", "private"]
 ProgressToken = str | int
 
@@ -249,8 +251,11 @@ class Result(McpModel):
 
 
 class CacheableResult(Result):
-    ttl_ms: int = 0
-    cache_scope: CacheScope = "public"
+    """A result with caching hints. A server always sends both; `None` means the peer sent
+    none, which a client treats as `ttlMs` 0 (immediately stale)."""
+
+    ttl_ms: int | None = None
+    cache_scope: CacheScope | None = None
 
 
 class DiscoverResult(CacheableResult):
@@ -313,6 +318,124 @@ class CompleteResult(Result):
 
 class SubscriptionsListenResult(Result):
     pass
+
+
+# --- elicitation form fields (the properties of `requestedSchema`) -----------------------
+
+
+class StringSchema(McpModel):
+    """A text field."""
+
+    type: Literal["string"] = "string"
+    title: str | None = None
+    description: str | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    format: Literal["date", "date-time", "email", "uri"] | None = None
+    default: str | None = None
+
+
+class NumberSchema(McpModel):
+    """A number (or integer) field."""
+
+    type: Literal["number", "integer"] = "number"
+    title: str | None = None
+    description: str | None = None
+    minimum: int | float | None = None
+    maximum: int | float | None = None
+    default: int | float | None = None
+
+
+class BooleanSchema(McpModel):
+    """A yes/no field."""
+
+    type: Literal["boolean"] = "boolean"
+    title: str | None = None
+    description: str | None = None
+    default: bool | None = None
+
+
+class EnumOption(McpModel):
+    """One choice of a titled enum: the value sent back and the label shown."""
+
+    const: str
+    title: str
+
+
+class UntitledSingleSelectEnumSchema(McpModel):
+    """Pick one of `enum`."""
+
+    type: Literal["string"] = "string"
+    enum: list[str]
+    title: str | None = None
+    description: str | None = None
+    default: str | None = None
+
+
+class TitledSingleSelectEnumSchema(McpModel):
+    """Pick one of `one_of`, each shown by its title."""
+
+    type: Literal["string"] = "string"
+    one_of: list[EnumOption]
+    title: str | None = None
+    description: str | None = None
+    default: str | None = None
+
+
+class UntitledEnumItems(McpModel):
+    type: Literal["string"] = "string"
+    enum: list[str]
+
+
+class TitledEnumItems(McpModel):
+    any_of: list[EnumOption]
+
+
+class UntitledMultiSelectEnumSchema(McpModel):
+    """Pick several of `items.enum`."""
+
+    type: Literal["array"] = "array"
+    items: UntitledEnumItems
+    title: str | None = None
+    description: str | None = None
+    min_items: int | None = None
+    max_items: int | None = None
+    default: list[str] | None = None
+
+
+class TitledMultiSelectEnumSchema(McpModel):
+    """Pick several of `items.any_of`, each shown by its title."""
+
+    type: Literal["array"] = "array"
+    items: TitledEnumItems
+    title: str | None = None
+    description: str | None = None
+    min_items: int | None = None
+    max_items: int | None = None
+    default: list[str] | None = None
+
+
+class LegacyTitledEnumSchema(McpModel):
+    """Deprecated form of a titled single select (`enum` with parallel `enum_names`)."""
+
+    type: Literal["string"] = "string"
+    enum: list[str]
+    enum_names: list[str] | None = None
+    title: str | None = None
+    description: str | None = None
+    default: str | None = None
+
+
+PrimitiveSchemaDefinition = (
+    StringSchema
+    | NumberSchema
+    | BooleanSchema
+    | UntitledSingleSelectEnumSchema
+    | TitledSingleSelectEnumSchema
+    | UntitledMultiSelectEnumSchema
+    | TitledMultiSelectEnumSchema
+    | LegacyTitledEnumSchema
+)
 
 
 # --- client-side requests carried by MRTR ------------------------------------------------
@@ -526,3 +649,70 @@ class SubscriptionFilter(McpModel):
 
 class SubscriptionsListenRequestParams(RequestParams):
     notifications: SubscriptionFilter
+
+
+# --- notifications without their own params section above -------------------------------
+
+
+class NotificationParams(McpModel):
+    """Params of a notification that carries only `_meta` (the `list_changed` ones)."""
+
+    meta: Meta = None
+
+
+class ResourceUpdatedNotificationParams(NotificationParams):
+    uri: str
+
+
+class SubscriptionsAcknowledgedNotificationParams(NotificationParams):
+    notifications: SubscriptionFilter
+
+
+# --- which model goes with which method ----------------------------------------------------
+
+#: The params model of each request a client sends.
+REQUEST_PARAMS: dict[str, type[McpModel]] = {
+    "server/discover": RequestParams,
+    "tools/list": PaginatedRequestParams,
+    "tools/call": CallToolRequestParams,
+    "prompts/list": PaginatedRequestParams,
+    "prompts/get": GetPromptRequestParams,
+    "resources/list": PaginatedRequestParams,
+    "resources/templates/list": PaginatedRequestParams,
+    "resources/read": ReadResourceRequestParams,
+    "completion/complete": CompleteRequestParams,
+    "subscriptions/listen": SubscriptionsListenRequestParams,
+}
+
+#: The complete-result model of each request a client sends.
+RESULTS: dict[str, type[Result]] = {
+    "server/discover": DiscoverResult,
+    "tools/list": ListToolsResult,
+    "tools/call": CallToolResult,
+    "prompts/list": ListPromptsResult,
+    "prompts/get": GetPromptResult,
+    "resources/list": ListResourcesResult,
+    "resources/templates/list": ListResourceTemplatesResult,
+    "resources/read": ReadResourceResult,
+    "completion/complete": CompleteResult,
+    "subscriptions/listen": SubscriptionsListenResult,
+}
+
+#: The params model of each input request a server asks (inside `inputRequests`).
+INPUT_REQUEST_PARAMS: dict[str, type[McpModel]] = {
+    "elicitation/create": ElicitRequestParams,
+    "sampling/createMessage": CreateMessageRequestParams,
+    "roots/list": ListRootsRequestParams,
+}
+
+#: The params model of each notification, in either direction.
+NOTIFICATION_PARAMS: dict[str, type[McpModel]] = {
+    "notifications/cancelled": CancelledNotificationParams,
+    "notifications/progress": ProgressNotificationParams,
+    "notifications/message": LoggingMessageNotificationParams,
+    "notifications/tools/list_changed": NotificationParams,
+    "notifications/prompts/list_changed": NotificationParams,
+    "notifications/resources/list_changed": NotificationParams,
+    "notifications/resources/updated": ResourceUpdatedNotificationParams,
+    "notifications/subscriptions/acknowledged": SubscriptionsAcknowledgedNotificationParams,
+}

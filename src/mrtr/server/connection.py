@@ -7,6 +7,7 @@ keeps those tasks by request id so that `notifications/cancelled` can cancel the
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -60,13 +61,19 @@ class ServerConnection:
                 return
             task = asyncio.create_task(self._run(message))
             self._tasks[request_id] = task
-            task.add_done_callback(lambda _t, rid=request_id: self._tasks.pop(rid, None))
+            task.add_done_callback(functools.partial(self._forget, request_id))
         elif kind == "notification":
             if message["method"] == "notifications/cancelled":
                 self._cancel(message.get("params") or {})
 
+    def _forget(self, request_id: jsonrpc.RequestId, _task: asyncio.Task[None]) -> None:
+        self._tasks.pop(request_id, None)
+
     def _cancel(self, params: dict[str, Any]) -> None:
-        task = self._tasks.get(params.get("requestId"))  # type: ignore[arg-type]
+        request_id = params.get("requestId")
+        if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+            return  # malformed cancellations are ignored (an unhashable id must not raise)
+        task = self._tasks.get(request_id)
         if task is not None:
             logger.debug("cancelling request %r: %s", params.get("requestId"), params.get("reason"))
             task.cancel()

@@ -7,6 +7,7 @@ work from repeating across rounds with `ctx.once(...)`. See `replay.py` for the 
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -56,7 +57,12 @@ NotifySink = Callable[[dict[str, Any]], Awaitable[None]]
 _KEY_PREFIX = {ELICITATION_CREATE: "elicit", SAMPLING_CREATE_MESSAGE: "sample", ROOTS_LIST: "roots"}
 
 
+_EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+@functools.lru_cache(maxsize=256)
 def _schema_of(model: type[Any]) -> dict[str, Any]:
+    # Cached: a schema is built once per model, not on every round that replays the ask.
     schema = pydantic.TypeAdapter(model).json_schema()
     schema.pop("title", None)
     return schema
@@ -107,7 +113,7 @@ class RequestContext:
     @property
     def protocol_version(self) -> str | None:
         """The protocol version the request declared."""
-        return self.meta.get(meta_keys.PROTOCOL_VERSION)  # type: ignore[no-any-return]
+        return self.meta.get(meta_keys.PROTOCOL_VERSION)
 
     @property
     def client_capabilities(self) -> dict[str, Any]:
@@ -124,12 +130,12 @@ class RequestContext:
     @property
     def log_level(self) -> str | None:
         """The minimum level the client asked to receive for this request, if any."""
-        return self.meta.get(meta_keys.LOG_LEVEL)  # type: ignore[no-any-return]
+        return self.meta.get(meta_keys.LOG_LEVEL)
 
     @property
     def progress_token(self) -> str | int | None:
         """The token progress notifications for this request carry, if it asked for them."""
-        return self.meta.get(meta_keys.PROGRESS_TOKEN)  # type: ignore[no-any-return]
+        return self.meta.get(meta_keys.PROGRESS_TOKEN)
 
     @property
     def round(self) -> int:
@@ -161,11 +167,14 @@ class RequestContext:
 
     async def log(self, level: str, data: Any, logger: str | None = None) -> None:
         """Send a log message to the client, if it asked for this level or lower on this request."""
+        rank = meta_keys.LOG_LEVEL_RANK
+        if level not in rank:
+            # Checked before anything else so the mistake shows whatever the client asked for.
+            raise ValueError(f"unknown log level {level!r}: use one of {', '.join(rank)}")
         wanted = self.log_level
         if wanted is None or self._notify is None:
             return
-        rank = meta_keys.LOG_LEVEL_RANK
-        if rank.get(level, 0) < rank.get(wanted, 0):
+        if rank[level] < rank.get(wanted, 0):
             return
         params: dict[str, Any] = {"level": level, "data": data}
         if logger is not None:
@@ -215,8 +224,17 @@ class RequestContext:
         self, request: InputRequest, *, key: str | None = None, convert: Callable[[str, Any], T] | None = None
     ) -> Question[T]:
         """Ask any input request; awaiting the question gives the answer (see `replay.py`)."""
-        conv = convert if convert is not None else convert_answer(request.method)
-        return Question(self, self._key(request.method, key), request, conv)
+        return self._ask(request.method, request.params, key, convert)
+
+    def _ask(
+        self,
+        method: str,
+        params: dict[str, Any],
+        key: str | None,
+        convert: Callable[[str, Any], T] | None = None,
+    ) -> Question[T]:
+        conv = convert if convert is not None else convert_answer(method)
+        return Question(self, self._key(method, key), method, params, conv)
 
     @overload
     def elicit(self, request: ElicitRequestParams, *, key: str | None = None) -> Question[ElicitResult]: ...
@@ -243,15 +261,20 @@ class RequestContext:
         if isinstance(request, ElicitRequestParams):
             return self.question(make_input_request_for_elicitation(request), key=key)
         if isinstance(schema, dict) or schema is None:
-            params = ElicitRequestParams(
-                message=request, requested_schema=schema or {"type": "object", "properties": {}}
-            )
-            return self.question(make_input_request_for_elicitation(params), key=key)
-        params = ElicitRequestParams(message=request, requested_schema=_schema_of(schema))
+            # The common case builds the wire params directly: no model round trip per ask.
+            params = {
+                "mode": "form",
+                "message": request,
+                "requestedSchema": schema if schema is not None else _EMPTY_SCHEMA,
+            }
+            return self._ask(ELICITATION_CREATE, params, key)
+        form = ElicitRequestParams(
+            message=request, mode="form", requested_schema=_schema_of(schema)  # type: ignore[arg-type]
+        )
         return self.question(
-            make_input_request_for_elicitation(params),
+            make_input_request_for_elicitation(form),
             key=key,
-            convert=typed_elicit_converter(schema),
+            convert=typed_elicit_converter(schema),  # type: ignore[arg-type]
         )
 
     def elicit_url(self, message: str, url: str, *, key: str | None = None) -> Question[ElicitResult]:

@@ -33,6 +33,9 @@ class InputRequiredConfig:
     legacy_shim: bool = True
 
 
+_Config = InputRequiredConfig  # the options class re-exports it under the seed's nested name
+
+
 @dataclass(slots=True)
 class ServerOptions:
     """Server options.
@@ -42,18 +45,19 @@ class ServerOptions:
     key per process: fine for one process, but **every instance of a multi-instance deployment
     must be given the same key**, or a retry that lands on another instance is refused.
     `request_state_ttl`: seconds a sealed state stays valid (0 = never expires).
-    `request_state_verifier`: replaces the built-in verification (e.g. with a KMS).
+    `request_state_verifier`: replaces the built-in verification (e.g. with a KMS, or to make
+    a state single-use); states are still sealed with `request_state_key`.
     `principal`: derives the authenticated caller, which the state is then bound to.
     `page_size`: items per page of list results. `list_ttl_ms`/`list_cache_scope`: caching hints
     on list results.
     """
 
-    InputRequiredConfig: ClassVar[type[InputRequiredConfig]] = InputRequiredConfig
+    InputRequiredConfig: ClassVar[type[_Config]] = InputRequiredConfig
 
     request_state_key: Secret | Sequence[Secret] | None = None
     request_state_ttl: float = 300.0
     request_state_verifier: RequestStateVerifier | None = None
-    input_required: InputRequiredConfig = field(default_factory=InputRequiredConfig)
+    input_required: _Config = field(default_factory=lambda: _Config())
     principal: PrincipalResolver | None = None
     page_size: int = 100
     list_ttl_ms: int = 0

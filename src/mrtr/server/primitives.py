@@ -8,6 +8,7 @@ through an intermediate model, because this is the hot path.
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,12 +23,15 @@ from ..protocol.types import (
     Icon,
     PromptMessage,
     ReadResourceResult,
-    ResourceContents,
+    TextResourceContents,
+    BlobResourceContents,
     ToolAnnotations,
 )
 from .signature import AnyFunction, FunctionSignature, OutputShape
 from .uri_template import UriTemplate
 
+# server/tools.md: names SHOULD use only these characters; clients may refuse others.
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 _CONTENT_TYPES = ("text", "image", "audio", "resource_link", "resource")
 
 
@@ -81,6 +85,10 @@ class ToolEntry:
         structured_output: bool | None = None,
     ) -> None:
         self.name = name or fn.__name__
+        if not _TOOL_NAME.fullmatch(self.name):
+            raise ValueError(
+                f"tool name {self.name!r} must be 1-128 characters of A-Z, a-z, 0-9, '_', '-', '.'"
+            )
         self.signature = FunctionSignature(fn)
         self.output = (
             OutputShape(None, None, False)
@@ -211,7 +219,7 @@ def resource_contents(uri: str, mime_type: str | None, value: Any) -> list[dict[
             entry: dict[str, Any] = {"uri": uri, "text": item}
         elif isinstance(item, bytes | bytearray | memoryview):
             entry = {"uri": uri, "blob": base64.b64encode(bytes(item)).decode()}
-        elif isinstance(item, BaseModel) and isinstance(item, ResourceContents):  # type: ignore[misc,arg-type]
+        elif isinstance(item, TextResourceContents | BlobResourceContents):
             contents.append(item.to_wire())
             continue
         elif isinstance(item, dict) and ("text" in item or "blob" in item):

@@ -9,19 +9,25 @@ Rules (everything the engine guarantees lives here):
    answer at once; no task switch, no suspension.
 3. Awaiting an unanswered question raises `InputPending` (a `BaseException`, so `except
    Exception` in user code does not swallow it) out of the handler. Every question created in
-   that run and still unanswered goes out in the same `InputRequiredResult` (so `ctx.ask` and
-   `asyncio.gather` ask in one round).
+   that run and still unanswered goes out in the same `InputRequiredResult`: `ctx.ask`,
+   `asyncio.gather` of questions, and gathered coroutines that reach their question in the
+   same step all ask in one round. (A branch that first awaits something else asks in a later
+   round; correctness never depends on batching.)
 4. A handler that returns normally while a question it created went unanswered computed its
    result without that answer; the round ends as input-required all the same.
 5. The state sealed into `requestState` holds every recorded answer with its digest, the keys
    and digests asked in the last round, `ctx.once` results, and the handler's own plaintext.
    An `inputResponses` entry is taken only for a key the last round asked, and is pinned to the
    digest it was asked with: a handler that asks something else under that key is asked again.
+6. A request without `requestState` has no last round to pin to; an `inputResponses` entry it
+   carries answers the question asked under that key in this run (validated against it), as
+   the spec lets a client answer on any attempt. Keys nothing asks for are ignored.
 """
 
 from __future__ import annotations
 
-import base64
+import binascii
+import functools
 import hashlib
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
@@ -55,7 +61,8 @@ class InputPending(BaseException):
 def question_digest(method: str, params: dict[str, Any]) -> str:
     """A short, stable digest of a question (method + canonical params)."""
     raw = orjson.dumps([method, params], option=orjson.OPT_SORT_KEYS)
-    return base64.urlsafe_b64encode(hashlib.blake2b(raw, digest_size=12).digest()).decode()
+    # Only ever compared, inside the sealed state: any compact alphabet will do.
+    return binascii.b2a_base64(hashlib.blake2b(raw, digest_size=12).digest(), newline=False).decode()
 
 
 def validate_answer(key: str, method: str, value: Any) -> pydantic.BaseModel:
@@ -81,6 +88,7 @@ class RoundState:
     asked: dict[str, list[str]] = field(default_factory=dict)  # key -> [digest, method]
     once: dict[str, Any] = field(default_factory=dict)
     user: str | None = None
+    unsealed: dict[str, Any] | None = None  # answers sent without a state (rule 6); never sealed
 
     def encode(self) -> bytes:
         """Compact JSON; empty parts are left out to keep small states small."""
@@ -112,27 +120,42 @@ class RoundState:
 class Question(Generic[T]):
     """One question a handler asked; awaiting it gives the answer or stops the handler."""
 
-    __slots__ = ("_convert", "_ctx", "digest", "key", "request")
+    __slots__ = ("_convert", "_ctx", "digest", "key", "method", "params")
 
     def __init__(
         self,
         ctx: RequestContext,
         key: str,
-        request: InputRequest,
+        method: str,
+        params: dict[str, Any],
         convert: Callable[[str, Any], T],
     ) -> None:
         self._ctx = ctx
         self.key = key
-        self.request = request
-        self.digest = question_digest(request.method, request.params)
+        self.method = method
+        self.params = params
+        self.digest = question_digest(method, params)
         self._convert = convert
         ctx._register(self)
 
+    @property
+    def request(self) -> InputRequest:
+        """The question as an input request (`{method, params}`)."""
+        return InputRequest.model_construct(method=self.method, params=self.params)
+
     def answer(self) -> Any:
         """The recorded raw answer for this exact question, or `MISSING`."""
-        entry = self._ctx._state.answers.get(self.key)
+        state = self._ctx._state
+        entry = state.answers.get(self.key)
         if entry is not None and entry[0] == self.digest:
             return entry[1]
+        if state.unsealed is not None and self.key in state.unsealed:
+            # A first request (no requestState) that already carries an answer under this
+            # key: take it, checked against the question it now answers (rule 6).
+            value = state.unsealed[self.key]
+            validate_answer(self.key, self.method, value)
+            state.answers[self.key] = [self.digest, value]
+            return value
         return MISSING
 
     def __await__(self) -> Generator[Any, None, T]:
@@ -171,8 +194,15 @@ def only_pending(exc: BaseException) -> bool:
     return False
 
 
+def _elicit_result(key: str, value: Any) -> Any:
+    # pydantic-core's validation (C) is cheaper than `model_construct` (Python) here.
+    return ElicitResult.model_validate(value)
+
+
 def convert_answer(method: str) -> Callable[[str, Any], Any]:
-    """The converter from a raw answer to the result model of `method`."""
+    """The converter from a raw (already validated) answer to the result model of `method`."""
+    if method == ELICITATION_CREATE:
+        return _elicit_result
     model = _ANSWER_MODELS[method]
 
     def convert(key: str, value: Any) -> Any:
@@ -181,14 +211,17 @@ def convert_answer(method: str) -> Callable[[str, Any], Any]:
     return convert
 
 
+@functools.lru_cache(maxsize=256)
 def typed_elicit_converter(model: type[T]) -> Callable[[str, Any], Any]:
-    """Converter for `ctx.elicit(message, Model)`: content validated into `Model`."""
+    """Converter for `ctx.elicit(message, Model)`: content validated into `Model` (cached per
+    model, so replays do not rebuild validators)."""
     from ..protocol.types import ElicitResultTyped
 
     adapter: pydantic.TypeAdapter[T] = pydantic.TypeAdapter(model)
+    typed = ElicitResultTyped[model]  # type: ignore[valid-type]
 
     def convert(key: str, value: Any) -> Any:
-        result = ElicitResult.model_validate(value)
+        result = _elicit_result(key, value)
         content = None
         if result.action == "accept" and result.content is not None:
             try:
@@ -199,6 +232,6 @@ def typed_elicit_converter(model: type[T]) -> Callable[[str, Any], Any]:
                     f"inputResponses[{key!r}]: content does not match the requested schema: "
                     f"{describe_validation_error(exc)}",
                 ) from None
-        return ElicitResultTyped[model](action=result.action, content=content)  # type: ignore[valid-type]
+        return typed(action=result.action, content=content)
 
     return convert

@@ -14,11 +14,13 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
+from ..deadline import Deadline
 from ..inputs import INPUT_METHODS, InputRequest, InputRequiredResult
 from ..protocol import jsonrpc
 from ..protocol import meta as meta_keys
 from ..protocol.errors import (
     INTERNAL_ERROR,
+    METHOD_NOT_FOUND,
     McpError,
     invalid_params,
     invalid_request_state,
@@ -42,6 +44,13 @@ from .request_state import (
     verify_request_state,
 )
 from .signature import ValidationFailure
+from .subscriptions import (
+    PROMPTS_LIST_CHANGED,
+    RESOURCE_SUBSCRIPTIONS,
+    RESOURCES_LIST_CHANGED,
+    TOOLS_LIST_CHANGED,
+    SubscriptionHub,
+)
 
 logger = logging.getLogger("mrtr.server")
 
@@ -98,7 +107,9 @@ class Server:
         self._completion: Callable[..., Any] | None = None
         self._key_ring = (
             RequestStateKeyRing(self.options.request_state_key)
+            # A custom verifier replaces verification only: the key still seals.
             if self.options.request_state_verifier is None
+            or self.options.request_state_key is not None
             else None
         )
         if self._key_ring is not None and self._key_ring.random:
@@ -117,7 +128,9 @@ class Server:
             "resources/templates/list": self._list_templates,
             "resources/read": self._read_resource,
             "completion/complete": self._complete,
+            "subscriptions/listen": self._listen,
         }
+        self._subscriptions = SubscriptionHub()
 
     # --- registration ----------------------------------------------------------------------
 
@@ -143,6 +156,7 @@ class Server:
                 structured_output=structured_output,
             )
             self._tools[entry.name] = entry
+            self._subscriptions.list_changed(TOOLS_LIST_CHANGED)
             return fn
 
         return register
@@ -163,6 +177,7 @@ class Server:
                 fn, name=name, title=title, description=description, icons=icons, meta=meta
             )
             self._prompts[entry.name] = entry
+            self._subscriptions.list_changed(PROMPTS_LIST_CHANGED)
             return fn
 
         return register
@@ -186,6 +201,7 @@ class Server:
                 fn, uri, name=name, title=title, description=description,
                 mime_type=mime_type, size=size, icons=icons, meta=meta,
             )
+            self._subscriptions.list_changed(RESOURCES_LIST_CHANGED)
             return fn
 
         return register
@@ -211,6 +227,7 @@ class Server:
                     description=description, mime_type=mime_type, icons=icons, meta=meta,
                 )
             )
+            self._subscriptions.list_changed(RESOURCES_LIST_CHANGED)
             return fn
 
         return register
@@ -251,19 +268,37 @@ class Server:
         request_id = message["id"]
         method = message["method"]
         try:
-            handler = self._methods.get(method)
-            if handler is None:
-                raise method_not_found(method)
             params = message.get("params")
             if params is None:
                 params = {}
+            if method == "initialize":
+                # A legacy-era client: it has no way forward, so name what this server speaks.
+                raise McpError(
+                    METHOD_NOT_FOUND,
+                    "initialize is not part of MCP 2026-07-28, which has no handshake; this "
+                    f"server supports protocol versions {', '.join(_SUPPORTED)}",
+                    {"supported": _SUPPORTED},
+                )
+            # The request's _meta is checked before its method, so that a request that is
+            # malformed or of an unsupported version says so whatever it asks for.
             self._check_meta(params)
+            handler = self._methods.get(method)
+            if handler is None:
+                raise method_not_found(method)
             ctx = RequestContext(self, request_id, method, params, notify, transport_info)
             result = await handler(ctx)
         except McpError as exc:
             return jsonrpc.error_response(request_id, exc)
         except Exception:
             logger.exception("internal error handling %s (id %r)", method, request_id)
+            return jsonrpc.error_response(
+                request_id, McpError(INTERNAL_ERROR, f"Internal error while handling {method}")
+            )
+        except BaseException as exc:
+            if not only_pending(exc):
+                raise
+            # Only tools/call, prompts/get and resources/read may answer input_required.
+            logger.error("a %s handler asked the client for input, which it cannot do", method)
             return jsonrpc.error_response(
                 request_id, McpError(INTERNAL_ERROR, f"Internal error while handling {method}")
             )
@@ -276,10 +311,22 @@ class Server:
         return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
     def _check_meta(self, params: dict[str, Any]) -> None:
+        # A request without the required fields is malformed: -32602 (basic/index.md, and what
+        # the conformance suite checks). -32022 is for a version that is given but not served.
         meta = params.get("_meta")
         if not isinstance(meta, dict):
-            raise unsupported_protocol_version(None, _SUPPORTED)
+            raise invalid_params(
+                f'"_meta" is required, with {meta_keys.PROTOCOL_VERSION!r} (one of '
+                f"{', '.join(_SUPPORTED)}) and {meta_keys.CLIENT_CAPABILITIES!r}",
+                {"supported": _SUPPORTED},
+            )
         version = meta.get(meta_keys.PROTOCOL_VERSION)
+        if not isinstance(version, str):
+            raise invalid_params(
+                f"_meta[{meta_keys.PROTOCOL_VERSION!r}] is required and must be a string: one "
+                f"of {', '.join(_SUPPORTED)}",
+                {"supported": _SUPPORTED},
+            )
         if version not in SUPPORTED_PROTOCOL_VERSIONS:
             raise unsupported_protocol_version(version, _SUPPORTED)
         if not isinstance(meta.get(meta_keys.CLIENT_CAPABILITIES), dict):
@@ -287,9 +334,16 @@ class Server:
                 f"_meta[{meta_keys.CLIENT_CAPABILITIES!r}] is required and must be an object"
             )
         level = meta.get(meta_keys.LOG_LEVEL)
-        if level is not None and level not in meta_keys.LOG_LEVEL_RANK:
+        if level is not None and (
+            not isinstance(level, str) or level not in meta_keys.LOG_LEVEL_RANK
+        ):
             raise invalid_params(
                 f"_meta[{meta_keys.LOG_LEVEL!r}] must be one of {', '.join(meta_keys.LOG_LEVELS)}"
+            )
+        token = meta.get(meta_keys.PROGRESS_TOKEN)
+        if token is not None and not jsonrpc.is_valid_id(token):
+            raise invalid_params(
+                f"_meta[{meta_keys.PROGRESS_TOKEN!r}] must be a string or an integer"
             )
 
     # --- discovery and lists ---------------------------------------------------------------
@@ -297,15 +351,54 @@ class Server:
     def capabilities(self) -> dict[str, Any]:
         """The capabilities `server/discover` advertises."""
         caps: dict[str, Any] = {"logging": {}}
+        # Changes reach clients on `subscriptions/listen` streams, on every transport.
         if self._tools:
-            caps["tools"] = {}
+            caps["tools"] = {"listChanged": True}
         if self._prompts:
-            caps["prompts"] = {}
+            caps["prompts"] = {"listChanged": True}
         if self._resources or self._templates:
-            caps["resources"] = {}
+            caps["resources"] = {"listChanged": True, "subscribe": True}
         if self._completion is not None:
             caps["completions"] = {}
         return caps
+
+    # --- change notifications (subscriptions/listen) ---------------------------------------
+
+    def notify_tools_changed(self) -> None:
+        """Tell listening clients that the tool list changed (registering a tool does this)."""
+        self._subscriptions.list_changed(TOOLS_LIST_CHANGED)
+
+    def notify_prompts_changed(self) -> None:
+        """Tell listening clients that the prompt list changed."""
+        self._subscriptions.list_changed(PROMPTS_LIST_CHANGED)
+
+    def notify_resources_changed(self) -> None:
+        """Tell listening clients that the resource list changed."""
+        self._subscriptions.list_changed(RESOURCES_LIST_CHANGED)
+
+    def notify_resource_updated(self, uri: str) -> None:
+        """Tell clients subscribed to `uri` that the resource changed."""
+        self._subscriptions.resource_updated(uri)
+
+    def close_subscriptions(self) -> None:
+        """End every open `subscriptions/listen` stream gracefully (e.g. at shutdown)."""
+        self._subscriptions.close()
+
+    def tool_definition(self, name: str) -> dict[str, Any] | None:
+        """The wire definition of tool `name`, as `tools/list` shows it, or None."""
+        entry = self._tools.get(name)
+        return entry.wire if entry is not None else None
+
+    async def _listen(self, ctx: RequestContext) -> dict[str, Any]:
+        caps = self.capabilities()
+        supported = {TOOLS_LIST_CHANGED} if "tools" in caps else set()
+        if "prompts" in caps:
+            supported.add(PROMPTS_LIST_CHANGED)
+        if "resources" in caps:
+            supported.update((RESOURCES_LIST_CHANGED, RESOURCE_SUBSCRIPTIONS))
+        return await self._subscriptions.listen(
+            ctx.request_id, ctx.params, ctx._notify, frozenset(supported)
+        )
 
     async def _discover(self, ctx: RequestContext) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -397,7 +490,9 @@ class Server:
             return await entry.signature.call(dict(kwargs), c)
 
         value = await self._run_mrtr(ctx, name, arguments, invoke, what=f"prompt {name!r}")
-        return self._finish(ctx, name, arguments, entry.result(value))
+        # A run stopped at a question has no return value to render.
+        result = {} if ctx.pending() else entry.result(value)
+        return self._finish(ctx, name, arguments, result)
 
     async def _read_resource(self, ctx: RequestContext) -> dict[str, Any]:
         uri = ctx.params.get("uri")
@@ -488,13 +583,22 @@ class Server:
                 raise invalid_params(
                     '"inputResponses" must be an object mapping each asked key to its result'
                 )
-            state.take_responses(responses)
+            if token is None:
+                state.unsealed = responses
+            else:
+                state.take_responses(responses)
             ctx.input_responses = responses
         timeout = self.options.input_required.round_timeout
+        deadline = Deadline(timeout) if timeout > 0 else None
         try:
-            async with asyncio.timeout(timeout if timeout > 0 else None):
+            if deadline is not None:
+                with deadline:
+                    value = await invoke(ctx)
+            else:
                 value = await invoke(ctx)
         except TimeoutError:
+            if deadline is None or not deadline.expired:
+                raise  # the handler's own TimeoutError, not the round's
             raise McpError(
                 INTERNAL_ERROR,
                 f"{what or ctx.method} did not finish within round_timeout ({timeout:g} s)",
@@ -506,18 +610,7 @@ class Server:
                     raise McpError(INTERNAL_ERROR, f"{what} failed") from None
                 raise
             value = None
-            await self._settle(ctx)
         return value
-
-    @staticmethod
-    async def _settle(ctx: RequestContext) -> None:
-        """Let sibling tasks (`asyncio.gather`) reach their questions so they share the round."""
-        seen = len(ctx._questions)
-        for _ in range(4):
-            await asyncio.sleep(0)
-            if len(ctx._questions) == seen:
-                return
-            seen = len(ctx._questions)
 
     def _finish(
         self,
@@ -529,12 +622,12 @@ class Server:
         """Return a complete result as is, or seal and shape an input-required one."""
         pending = ctx.pending()
         if pending:
-            requests = {key: q.request for key, q in pending.items()}
+            requests = {key: (q.method, q.params) for key, q in pending.items()}
             digests = {key: q.digest for key, q in pending.items()}
             user = ctx._state.user
         elif isinstance(result, InputRequiredResult):
-            requests = result.input_requests or {}
-            digests = {k: question_digest(r.method, r.params) for k, r in requests.items()}
+            requests = {k: (r.method, r.params) for k, r in (result.input_requests or {}).items()}
+            digests = {k: question_digest(m, p) for k, (m, p) in requests.items()}
             user = result.request_state
         else:
             return result
@@ -545,19 +638,22 @@ class Server:
         ctx: RequestContext,
         target: str,
         arguments: Any,
-        requests: dict[str, InputRequest],
+        requests: dict[str, tuple[str, dict[str, Any]]],
         digests: dict[str, str],
         user: str | None,
     ) -> dict[str, Any]:
         missing: dict[str, Any] = {}
-        for key, req in requests.items():
-            if req.method not in INPUT_METHODS:
-                logger.error("handler asked %r with unsupported method %r", key, req.method)
+        for key, (method, params) in requests.items():
+            if method not in INPUT_METHODS:
+                logger.error("handler asked %r with unsupported method %r", key, method)
                 raise McpError(INTERNAL_ERROR, f"Internal error while handling {ctx.method}")
-            url_mode = req.params.get("mode") == "url"
-            if not ctx.client_supports(req.method, url_mode=url_mode):
-                cap = req.method.split("/")[0]
-                missing[cap] = {"url": {}} if url_mode else {}
+            url_mode = params.get("mode") == "url"
+            if not ctx.client_supports(method, url_mode=url_mode):
+                needed = missing.setdefault(method.split("/")[0], {})
+                if method == "elicitation/create":
+                    needed["url" if url_mode else "form"] = {}
+        if missing.get("elicitation") == {"form": {}}:
+            missing["elicitation"] = {}  # form alone is spelled `{}`, as in the spec's example
         if missing:
             raise missing_client_capability(missing)
         state = ctx._state
@@ -572,7 +668,7 @@ class Server:
         sealed = RoundState(
             next_round,
             state.answers,
-            {key: [digests[key], req.method] for key, req in requests.items()},
+            {key: [digests[key], method] for key, (method, _) in requests.items()},
             state.once,
             user,
         )
@@ -593,7 +689,7 @@ class Server:
         result: dict[str, Any] = {"resultType": "input_required", "requestState": token}
         if requests:
             result["inputRequests"] = {
-                key: {"method": req.method, "params": req.params} for key, req in requests.items()
+                key: {"method": method, "params": params} for key, (method, params) in requests.items()
             }
         return result
 
@@ -604,12 +700,16 @@ class Server:
         ref, argument = params.get("ref"), params.get("argument")
         if not isinstance(ref, dict) or not isinstance(argument, dict):
             raise invalid_params('completion/complete needs "ref" and "argument" objects')
+        # isinstance first: an unhashable name or uri must be -32602, not a lookup TypeError.
         if ref.get("type") == "ref/prompt":
-            if ref.get("name") not in self._prompts:
-                raise invalid_params(f"Unknown prompt: {ref.get('name')!r}")
+            name = ref.get("name")
+            if not isinstance(name, str) or name not in self._prompts:
+                raise invalid_params(f"Unknown prompt: {name!r}")
         elif ref.get("type") == "ref/resource":
             uri = ref.get("uri")
-            if uri not in self._resources and all(t.uri != uri for t in self._templates):
+            if not isinstance(uri, str) or (
+                uri not in self._resources and all(t.uri != uri for t in self._templates)
+            ):
                 raise invalid_params(f"Unknown resource or template: {uri!r}")
         else:
             raise invalid_params('"ref.type" must be "ref/prompt" or "ref/resource"')

@@ -8,16 +8,25 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import sys
 import types
 import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, get_args, get_origin
 
 import pydantic
+import typing_extensions
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from ..inputs import InputRequiredResult
-from ..protocol.types import CallToolResult
+from ..protocol.types import (
+    AudioContent,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+)
 
 AnyFunction = Callable[..., Any]
 
@@ -28,13 +37,52 @@ def _is_context_type(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, RequestContext)
 
 
+_PORTED: dict[Any, Any] = {}
+
+
+def _portable(tp: Any) -> Any:
+    """Rebuild `typing.TypedDict` classes anywhere inside `tp` as `typing_extensions` ones:
+    before Python 3.12 pydantic accepts only the latter, and users write the former."""
+    if sys.version_info >= (3, 12):
+        return tp
+    if typing.is_typeddict(tp):  # the stdlib check matches only `typing.TypedDict` here
+        if tp not in _PORTED:
+            fields = {}
+            for key, hint in typing.get_type_hints(tp, include_extras=True).items():
+                # The resolved qualifier decides: `__required_keys__` is wrong for string
+                # annotations (`from __future__ import annotations`) before 3.12.
+                wrap = get_origin(hint)
+                if wrap in (typing.Required, typing.NotRequired):
+                    hint = get_args(hint)[0]
+                else:
+                    required = key in tp.__required_keys__
+                    wrap = typing.Required if required else typing.NotRequired
+                fields[key] = wrap[_portable(hint)]
+            ported = typing_extensions.TypedDict(tp.__name__, fields)  # type: ignore[misc]
+            ported.__doc__, ported.__module__ = tp.__doc__, tp.__module__
+            _PORTED[tp] = ported
+        return _PORTED[tp]
+    args = get_args(tp)
+    new_args = tuple(_portable(a) for a in args)
+    if all(a is b for a, b in zip(args, new_args, strict=True)):
+        return tp
+    origin = get_origin(tp)
+    if origin is Annotated:
+        return Annotated[(new_args[0], *tp.__metadata__)]
+    if origin in (typing.Union, types.UnionType):
+        return typing.Union[new_args]  # noqa: UP007 - built from a tuple
+    if isinstance(tp, types.GenericAlias):
+        return types.GenericAlias(origin, new_args)
+    return tp.copy_with(new_args) if hasattr(tp, "copy_with") else tp
+
+
 def _described(annotation: Any) -> Any:
     """Let `Annotated[T, "a description"]` stand for `Annotated[T, Field(description=...)]`."""
     if get_origin(annotation) is not Annotated:
         return annotation
     base, *extras = get_args(annotation)
     rewritten = [Field(description=e) if isinstance(e, str) else e for e in extras]
-    return Annotated[(base, *rewritten)]  # type: ignore[valid-type]
+    return Annotated[(base, *rewritten)]
 
 
 class ValidationFailure(Exception):
@@ -82,8 +130,8 @@ class FunctionSignature:
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise TypeError(f"{fn.__qualname__}: *args/**kwargs cannot be MCP arguments")
             default = ... if param.default is inspect.Parameter.empty else param.default
-            fields[name] = (_described(annotation), default)
-        self.arg_model: type[BaseModel] = pydantic.create_model(  # type: ignore[call-overload]
+            fields[name] = (_described(_portable(annotation)), default)
+        self.arg_model: type[BaseModel] = pydantic.create_model(
             f"{fn.__name__}_arguments",
             __config__=ConfigDict(arbitrary_types_allowed=True, extra="ignore"),
             **fields,
@@ -116,13 +164,31 @@ class FunctionSignature:
         if self.context_param is not None:
             kwargs[self.context_param] = ctx
         if self.is_async:
-            return await typing.cast(Callable[..., Awaitable[Any]], self.fn)(**kwargs)
+            return await self.fn(**kwargs)
         return self.fn(**kwargs)
 
 
 # --- return values -> structured output ---------------------------------------------------
 
-_PASSTHROUGH_NAMES = {"TextContent", "ImageContent", "AudioContent", "ResourceLink"}
+_CONTENT_TYPES: tuple[type, ...] = (
+    TextContent,
+    ImageContent,
+    AudioContent,
+    ResourceLink,
+    EmbeddedResource,
+)
+
+
+def _is_content(tp: Any) -> bool:
+    """A content block type, a union of them, or a list of either: returned as content."""
+    if isinstance(tp, type):
+        return issubclass(tp, _CONTENT_TYPES)
+    origin, args = get_origin(tp), get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return all(_is_content(a) for a in args)
+    if origin in (list, tuple, Sequence) and args:
+        return all(_is_content(a) for a in args if a is not Ellipsis)
+    return False
 
 
 def _without_input_required(annotation: Any) -> Any:
@@ -137,7 +203,9 @@ def _without_input_required(annotation: Any) -> Any:
 
 def _is_object_type(tp: Any) -> bool:
     if isinstance(tp, type) and (
-        issubclass(tp, BaseModel) or dataclasses.is_dataclass(tp) or typing.is_typeddict(tp)
+        issubclass(tp, BaseModel)
+        or dataclasses.is_dataclass(tp)
+        or typing_extensions.is_typeddict(tp)
     ):
         return True
     return get_origin(tp) in (dict, Mapping) and (get_args(tp) or (str,))[0] is str
@@ -153,14 +221,10 @@ class OutputShape:
 
     @classmethod
     def from_annotation(cls, annotation: Any) -> OutputShape:
-        tp = _without_input_required(annotation)
+        tp = _portable(_without_input_required(annotation))
         if tp in (inspect.Signature.empty, None, type(None), Any, str, CallToolResult):
             return cls(None, None, False)
-        if isinstance(tp, type) and tp.__name__ in _PASSTHROUGH_NAMES:
-            return cls(None, None, False)
-        if get_origin(tp) is list and any(
-            getattr(a, "__name__", "") in _PASSTHROUGH_NAMES for a in get_args(tp)
-        ):
+        if _is_content(tp):
             return cls(None, None, False)
         try:
             adapter: TypeAdapter[Any] = TypeAdapter(tp)
@@ -170,7 +234,11 @@ class OutputShape:
         if _is_object_type(tp):
             inner.pop("title", None)
             return cls(inner, adapter, False)
+        # `$ref`s point into the root's `$defs`, so the definitions move up to the wrapper.
+        defs = inner.pop("$defs", None)
         wrapped = {"type": "object", "properties": {"result": inner}, "required": ["result"]}
+        if defs:
+            wrapped["$defs"] = defs
         return cls(wrapped, adapter, True)
 
     def structured(self, value: Any) -> Any:

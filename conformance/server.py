@@ -1,0 +1,335 @@
+"""The "everything" server the MCP conformance suite tests, built only with the public API.
+
+    python conformance/server.py --port 8000    # Streamable HTTP at http://127.0.0.1:8000/mcp
+
+Each tool, prompt and resource is a fixture a scenario asks for by name; the MRTR fixtures are
+written the way a user of `mrtr` would write them: `await ctx.elicit(...)` and friends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+from typing import Any
+
+from mrtr import (
+    AudioContent,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    PromptMessage,
+    RequestContext,
+    Server,
+    ServerOptions,
+    TextContent,
+    TextResourceContents,
+    elicit_request,
+    roots_request,
+    sample_request,
+)
+
+# A 1x1 transparent PNG and a tiny silent WAV, so the media fixtures carry real files.
+PNG = base64.b64encode(
+    bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+    )
+).decode()
+WAV = base64.b64encode(
+    b"RIFF" + (36).to_bytes(4, "little") + b"WAVEfmt " + (16).to_bytes(4, "little")
+    + (1).to_bytes(2, "little") + (1).to_bytes(2, "little") + (8000).to_bytes(4, "little")
+    + (8000).to_bytes(4, "little") + (1).to_bytes(2, "little") + (8).to_bytes(2, "little")
+    + b"data" + (0).to_bytes(4, "little")
+).decode()
+
+
+def _name_schema() -> dict[str, Any]:
+    return {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+def _ok_schema() -> dict[str, Any]:
+    return {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+
+
+server = Server(
+    "mrtr-conformance",
+    version="0.1.0",
+    options=ServerOptions(list_ttl_ms=60_000),
+    instructions="Fixtures for the MCP conformance suite.",
+)
+
+
+# --- plain tools ---------------------------------------------------------------------------
+
+
+@server.tool()
+def test_simple_text() -> str:
+    """Returns a simple text response."""
+    return "This is a simple text response for testing."
+
+
+@server.tool()
+def test_image_content() -> ImageContent:
+    """Returns an image."""
+    return ImageContent(data=PNG, mime_type="image/png")
+
+
+@server.tool()
+def test_audio_content() -> AudioContent:
+    """Returns an audio clip."""
+    return AudioContent(data=WAV, mime_type="audio/wav")
+
+
+@server.tool()
+def test_embedded_resource() -> EmbeddedResource:
+    """Returns an embedded resource."""
+    return EmbeddedResource(
+        resource=TextResourceContents(
+            uri="test://embedded-resource",
+            mime_type="text/plain",
+            text="This is an embedded resource content.",
+        )
+    )
+
+
+@server.tool()
+def test_multiple_content_types() -> list[TextContent | ImageContent | EmbeddedResource]:
+    """Returns text, an image and a resource together."""
+    return [
+        TextContent(text="Multiple content types test:"),
+        ImageContent(data=PNG, mime_type="image/png"),
+        EmbeddedResource(
+            resource=TextResourceContents(
+                uri="test://mixed-content-resource",
+                mime_type="application/json",
+                text='{"test":"data","value":123}',
+            )
+        ),
+    ]
+
+
+@server.tool()
+def test_error_handling() -> CallToolResult:
+    """Always reports an error, as a tool result."""
+    return CallToolResult(
+        content=[TextContent(text="This tool intentionally returns an error for testing")],
+        is_error=True,
+    )
+
+
+@server.tool()
+async def test_tool_with_progress(ctx: RequestContext) -> str:
+    """Reports progress three times before answering."""
+    for step in (0, 50, 100):
+        await ctx.report_progress(step, 100, f"step {step}")
+        if step < 100:
+            await asyncio.sleep(0.05)
+    return "Progress complete"
+
+
+@server.tool()
+async def test_missing_capability(ctx: RequestContext) -> str:
+    """Needs sampling, which the client may not have declared."""
+    reply = await ctx.sample("Say something", max_tokens=10)
+    return str(getattr(reply.content, "text", ""))
+
+
+@server.tool()
+async def test_logging_tool(ctx: RequestContext) -> str:
+    """Logs; the messages reach only a client that asked for them with a log level."""
+    await ctx.log("info", "logging tool started")
+    await ctx.log("info", "logging tool finished")
+    return "Logging complete"
+
+
+@server.tool()
+async def test_streaming_elicitation(ctx: RequestContext) -> str:
+    """Asks the user a question (over MRTR, never as a server-to-client request)."""
+    answer = await ctx.elicit("What is your name?", _name_schema())
+    return f"Hello, {(answer.content or {}).get('name', 'stranger')}!"
+
+
+@server.tool()
+def test_trigger_tool_change() -> str:
+    """Announces a tools list change to subscribed clients."""
+    server.notify_tools_changed()
+    return "Tools list change announced"
+
+
+@server.tool()
+def test_trigger_prompt_change() -> str:
+    """Announces a prompts list change to subscribed clients."""
+    server.notify_prompts_changed()
+    return "Prompts list change announced"
+
+
+# --- MRTR tools ----------------------------------------------------------------------------
+
+
+@server.tool()
+async def test_input_required_result_elicitation(ctx: RequestContext) -> str:
+    """Asks for the user's name, then greets them."""
+    answer = await ctx.elicit("What is your name?", _name_schema(), key="user_name")
+    return f"Hello, {(answer.content or {}).get('name', 'stranger')}!"
+
+
+@server.tool()
+async def test_input_required_result_sampling(ctx: RequestContext) -> str:
+    """Asks the client's model a question."""
+    reply = await ctx.sample(
+        "What is the capital of France?", max_tokens=100, key="capital_question"
+    )
+    return f"The model said: {getattr(reply.content, 'text', '')}"
+
+
+@server.tool()
+async def test_input_required_result_list_roots(ctx: RequestContext) -> str:
+    """Asks the client for its roots."""
+    roots = await ctx.list_roots(key="client_roots")
+    return "Roots: " + ", ".join(root.uri for root in roots.roots)
+
+
+@server.tool()
+async def test_input_required_result_request_state(ctx: RequestContext) -> str:
+    """Asks for a confirmation carried across the round in the sealed request state."""
+    answer = await ctx.elicit("Please confirm", _ok_schema(), key="confirm")
+    return f"state-ok: confirmed={(answer.content or {}).get('ok')}"
+
+
+@server.tool()
+async def test_input_required_result_multiple_inputs(ctx: RequestContext) -> str:
+    """Asks three questions (elicitation, sampling, roots) in one round."""
+    answers = await ctx.ask(
+        {
+            "user_name": elicit_request("What is your name?", _name_schema()),
+            "greeting": sample_request("Generate a greeting", max_tokens=50),
+            "client_roots": roots_request(),
+        }
+    )
+    name = (answers["user_name"].content or {}).get("name")
+    greeting = getattr(answers["greeting"].content, "text", "")
+    return f"{greeting} {name} ({len(answers['client_roots'].roots)} roots)"
+
+
+@server.tool()
+async def test_input_required_result_multi_round(ctx: RequestContext) -> str:
+    """Asks two questions, one per round."""
+    name = await ctx.elicit("Step 1: What is your name?", _name_schema(), key="step1")
+    color_schema = {
+        "type": "object",
+        "properties": {"color": {"type": "string"}},
+        "required": ["color"],
+    }
+    color = await ctx.elicit("Step 2: What is your favorite color?", color_schema, key="step2")
+    return f"{(name.content or {}).get('name')} likes {(color.content or {}).get('color')}"
+
+
+@server.tool()
+async def test_input_required_result_tampered_state(ctx: RequestContext) -> str:
+    """Asks for a confirmation; a tampered request state is refused before this runs again."""
+    answer = await ctx.elicit("Please confirm", _ok_schema(), key="confirm")
+    return f"confirmed={(answer.content or {}).get('ok')}"
+
+
+@server.tool()
+async def test_input_required_result_capabilities(ctx: RequestContext) -> str:
+    """Asks the user if the client can elicit, and its model otherwise."""
+    if ctx.client_supports("elicitation/create"):
+        answer = await ctx.elicit("What is your name?", _name_schema(), key="user_name")
+        return f"Hello, {(answer.content or {}).get('name')}!"
+    reply = await ctx.sample("Suggest a name", max_tokens=20, key="name_suggestion")
+    return f"Suggested: {getattr(reply.content, 'text', '')}"
+
+
+# --- prompts -------------------------------------------------------------------------------
+
+
+@server.prompt()
+def test_simple_prompt() -> str:
+    """A prompt without arguments."""
+    return "This is a simple prompt for testing."
+
+
+@server.prompt()
+def test_prompt_with_arguments(arg1: str, arg2: str) -> str:
+    """A prompt with two required arguments."""
+    return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+
+
+@server.prompt()
+def test_prompt_with_embedded_resource(resourceUri: str) -> list[PromptMessage]:  # noqa: N803
+    """A prompt that embeds a resource."""
+    return [
+        PromptMessage(
+            role="user",
+            content=EmbeddedResource(
+                resource=TextResourceContents(
+                    uri=resourceUri,
+                    mime_type="text/plain",
+                    text="Embedded resource content for testing.",
+                )
+            ),
+        ),
+        PromptMessage(role="user", content=TextContent(text="Please process the embedded resource above.")),
+    ]
+
+
+@server.prompt()
+def test_prompt_with_image() -> list[PromptMessage]:
+    """A prompt that carries an image."""
+    return [
+        PromptMessage(role="user", content=ImageContent(data=PNG, mime_type="image/png")),
+        PromptMessage(role="user", content=TextContent(text="Please analyze the image above.")),
+    ]
+
+
+@server.prompt()
+async def test_input_required_result_prompt(ctx: RequestContext) -> str:
+    """A prompt that asks the user for context first."""
+    schema = {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}
+    answer = await ctx.elicit("What context should the prompt use?", schema, key="user_context")
+    return f"Use this context: {(answer.content or {}).get('context')}"
+
+
+@server.completion()
+def complete(ref: dict[str, Any], argument: dict[str, Any], context: dict[str, Any]) -> list[str]:
+    """Completes prompt arguments from a small vocabulary."""
+    words = ["test", "testValue1", "testValue2", "paris", "python"]
+    prefix = str(argument.get("value", ""))
+    return [word for word in words if word.startswith(prefix)]
+
+
+# --- resources -----------------------------------------------------------------------------
+
+
+@server.resource("test://static-text", name="static-text", mime_type="text/plain")
+def static_text() -> str:
+    """A static text resource."""
+    return "This is the content of the static text resource."
+
+
+@server.resource("test://static-binary", name="static-binary", mime_type="image/png")
+def static_binary() -> bytes:
+    """A static binary resource."""
+    return base64.b64decode(PNG)
+
+
+@server.resource_template(
+    "test://template/{id}/data", name="template-data", mime_type="application/json"
+)
+def template_data(id: str) -> dict[str, Any]:
+    """Data for one id."""
+    return {"id": id, "templateTest": True, "data": f"Data for ID: {id}"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args()
+    server.run(transport="http", host=args.host, port=args.port)
+
+
+if __name__ == "__main__":
+    main()

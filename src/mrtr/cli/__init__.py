@@ -1,0 +1,232 @@
+"""The `mrtr` command line: `mrtr serve`, `mrtr call` and `mrtr demo`.
+
+Exit status: 0 on success, 1 when the call or the server failed (a tool result flagged
+`isError`, an MCP error, an unreachable server), 2 for a usage error, 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+
+from .. import __version__
+
+_CALL_USAGE = """\
+mrtr call [options] URL TOOL [key=value ...]
+       mrtr call [options] TOOL [key=value ...] -- COMMAND [ARG ...]"""
+
+_CALL_EPILOG = """\
+The server is either a Streamable HTTP endpoint (an http:// or https:// URL before the tool
+name) or a command that speaks MCP over stdio, given after "--".
+
+Arguments are key=value words. A value is read as JSON when it parses as JSON, and as a string
+otherwise: n=3 gives 3, ok=true gives true, tags='["a","b"]' gives a list, name=bob gives
+"bob" (quote it, name='"3"', to send the string "3").
+
+When the server asks for something, you answer at the terminal (or through piped stdin):
+  elicitation (form)  a form built from the requested schema; defaults in [brackets],
+                      required fields marked *, bad answers explained and asked again
+  elicitation (URL)   the URL and its host are shown; this command never opens it
+  sampling            the conversation is shown and you type the model's reply
+  roots               answered from --root, without asking (no --root: roots not offered)
+Questions go to stderr and the result to stdout. End of input answers "cancel".
+
+examples:
+  mrtr call http://127.0.0.1:8000/mcp place_order item=tea quantity=2
+  mrtr call --root . summarize path=README.md -- python my_server.py
+  mrtr call --json add a=1 b=2 -- mrtr serve shop.py:server"""
+
+_SERVE_EPILOG = """\
+TARGET names a Server object: MODULE:ATTR (shop.app:server) or FILE.py:ATTR
+(examples/shop.py:server). Without :ATTR the module's `server` is used, or its only Server.
+
+examples:
+  mrtr serve shop.py:server                       # stdio, for an MCP host to spawn
+  mrtr serve shop.app:server --transport http --port 8000"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser for every command (its `--help` is the reference)."""
+    return _build()[0]
+
+
+def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    parser = argparse.ArgumentParser(
+        prog="mrtr",
+        description="MCP (2026-07-28) with Multi Round-Trip Requests: serve a server, call a "
+        "tool and answer its questions at the terminal, or watch the live demo.",
+    )
+    parser.add_argument("--version", action="version", version=f"mrtr {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve a Server over stdio or Streamable HTTP",
+        description="Load a Server object and serve it until stopped.",
+        epilog=_SERVE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    serve.add_argument("target", metavar="TARGET", help="MODULE:ATTR or FILE.py:ATTR")
+    serve.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        default="stdio",
+        help="stdio (default) or http (Streamable HTTP at /mcp)",
+    )
+    serve.add_argument("--host", help="address to listen on with http (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port to listen on with http (default 8000)")
+
+    call = commands.add_parser(
+        "call",
+        help="call a tool, answering the server's questions at the terminal",
+        usage=_CALL_USAGE,
+        description="Call one tool and print its result.",
+        epilog=_CALL_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    call.add_argument(
+        "words",
+        nargs="+",
+        metavar="[URL] TOOL [key=value ...]",
+        help="the server's URL (for HTTP), the tool's name, and its arguments",
+    )
+    call.add_argument(
+        "--json", action="store_true", help="print the raw result as JSON instead of text"
+    )
+    call.add_argument(
+        "--root",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="offer PATH to the server as a root (file:// URI); repeatable",
+    )
+    call.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an HTTP header to send with every request (HTTP only); repeatable",
+    )
+
+    demo = commands.add_parser(
+        "demo",
+        help="run a live MRTR demo over loopback HTTP",
+        description="Start the demo shop server on loopback HTTP and run a scripted client "
+        "against it, printing every round: what was asked, what was answered, and the size "
+        "of the sealed requestState.",
+    )
+    demo.add_argument(
+        "--port", type=int, default=0, help="port to listen on (default: any free port)"
+    )
+    return parser, {"serve": serve, "call": call, "demo": demo}
+
+
+def _check_port(parser: argparse.ArgumentParser, port: int | None) -> None:
+    if port is not None and not 0 <= port <= 65535:
+        parser.error(f"--port {port}: a port is a number from 0 to 65535")
+
+
+def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from .serve import TargetError, TargetImportError, serve
+
+    _check_port(parser, args.port)
+    if args.transport == "stdio" and (args.host is not None or args.port is not None):
+        parser.error("--host and --port apply to --transport http only")
+    try:
+        serve(args.target, args.transport, args.host, args.port)
+    except TargetError as exc:
+        parser.error(str(exc))
+    except TargetImportError as exc:
+        print(f"mrtr serve: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0  # Ctrl-C is how a server is stopped: not a failure
+    return 0
+
+
+def _call(parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str]) -> int:
+    from .call import CallCommand, forward_server_stderr, is_url, parse_arguments, parse_headers
+    from .responder import roots_from_paths
+
+    words: list[str] = args.words
+    url = words[0] if is_url(words[0]) else None
+    if url is not None:
+        words = words[1:]
+        if command:
+            parser.error("give either a URL or '-- COMMAND', not both")
+    elif not command:
+        parser.error(
+            "no server: give a URL before the tool name, or a command after '--' "
+            "(mrtr call TOOL key=value -- python server.py)"
+        )
+    if not words:
+        parser.error("the tool name is missing")
+    tool, *pairs = words
+    if "=" in tool:
+        parser.error(f"{tool!r} looks like an argument; the tool name comes first")
+    if args.header and url is None:
+        parser.error("--header applies to an HTTP server (a URL) only")
+    try:
+        call = CallCommand(
+            tool=tool,
+            arguments=parse_arguments(pairs),
+            url=url,
+            command=command,
+            headers=parse_headers(args.header),
+            roots=roots_from_paths(args.root),
+            raw_json=args.json,
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
+    if command:
+        forward_server_stderr()
+    return asyncio.run(call.run())
+
+
+def _demo(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from .demo import demo_main
+
+    _check_port(parser, args.port)
+    return demo_main(args.port)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `mrtr` command line with `argv` (default `sys.argv[1:]`); returns the exit status."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser, subparsers = _build()
+    try:
+        name = words[0] if words else None
+        if name is None or name not in subparsers:
+            parser.parse_args(words)  # --help, --version, or a usage error: exits
+            parser.print_help(sys.stderr)
+            return 2
+        sub = subparsers[name]
+        rest, command = words[1:], []
+        if name == "call" and "--" in rest:
+            cut = rest.index("--")
+            rest, command = rest[:cut], rest[cut + 1 :]
+        # Intermixed, so that options may come after the key=value words.
+        args = sub.parse_intermixed_args(rest)
+        if name == "serve":
+            return _serve(sub, args)
+        if name == "call":
+            return _call(sub, args, command)
+        return _demo(sub, args)
+    except SystemExit as exc:  # argparse: --help (0) and usage errors (2)
+        return exc.code if isinstance(exc.code, int) else 2
+    except KeyboardInterrupt:
+        print("\nmrtr: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # Whoever read our output stopped reading (`mrtr demo | head`). Point stdout at the
+        # null device so that the interpreter's final flush does not fail a second time.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 1
+
+
+__all__ = ["build_parser", "main"]

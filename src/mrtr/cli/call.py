@@ -1,0 +1,141 @@
+"""`mrtr call`: call one tool on a server and answer its questions at the terminal.
+
+The server is an `http(s)://` URL (Streamable HTTP) or a command to spawn (stdio). Arguments
+are `key=value` words whose values are read as JSON when they parse (`n=3` is 3, `ok=true` is
+True, `tags=["a"]` a list) and as plain strings otherwise (`name=bob`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from ..client.client import Client, InputHandlerError
+from ..protocol.errors import (
+    CONNECTION_CLOSED,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    REQUEST_TIMEOUT,
+    McpError,
+)
+from ..protocol.types import Root
+from .responder import SamplingRefused, TerminalResponder
+from .results import format_tool_result, pretty_json
+from .terminal import Console, TextConsole
+
+
+def is_url(word: str) -> bool:
+    """True for an `http://` or `https://` URL."""
+    return word.lower().startswith(("http://", "https://"))
+
+
+def parse_arguments(words: Sequence[str]) -> dict[str, Any]:
+    """Tool arguments from `key=value` words; raises ValueError naming the bad word."""
+    arguments: dict[str, Any] = {}
+    for word in words:
+        key, sep, raw = word.partition("=")
+        if not sep or not key:
+            raise ValueError(f"argument {word!r} is not key=value")
+        if key in arguments:
+            raise ValueError(f"argument {key!r} is given twice")
+        try:
+            arguments[key] = json.loads(raw)
+        except ValueError:
+            arguments[key] = raw
+    return arguments
+
+
+def parse_headers(words: Sequence[str]) -> dict[str, str]:
+    """HTTP headers from `Name=value` (or `Name: value`) words; raises ValueError."""
+    headers: dict[str, str] = {}
+    for word in words:
+        eq, colon = word.find("="), word.find(":")
+        cut = min(i for i in (eq, colon) if i >= 0) if eq >= 0 or colon >= 0 else -1
+        name = word[:cut].strip() if cut > 0 else ""
+        if not name or any(c.isspace() for c in name):
+            raise ValueError(f"--header {word!r} is not Name=value")
+        headers[name] = word[cut + 1 :].strip()
+    return headers
+
+
+def forward_server_stderr(stream: TextIO | None = None) -> None:
+    """Show a stdio server's stderr lines (logged by the transport) prefixed `server: `."""
+    log = logging.getLogger("mrtr.stdio.server")
+    if log.handlers:
+        return
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(logging.Formatter("server: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
+@dataclass(slots=True)
+class CallCommand:
+    """One `mrtr call`: where the server is, which tool, and how to show the result."""
+
+    tool: str
+    arguments: dict[str, Any]
+    url: str | None = None
+    command: list[str] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
+    roots: list[Root] = field(default_factory=list)
+    raw_json: bool = False
+
+    @property
+    def server_label(self) -> str:
+        """How the server is named when it asks something."""
+        return self.url if self.url is not None else shlex.join(self.command)
+
+    def client(self, responder: TerminalResponder) -> Client:
+        """A client for the target, answering through `responder`."""
+        handlers = responder.client_handlers()
+        if self.url is not None:
+            return Client.http(self.url, headers=self.headers or None, **handlers)
+        return Client.stdio(self.command[0], self.command[1:], **handlers)
+
+    async def run(
+        self, console: Console | None = None, out: TextIO | None = None, err: TextIO | None = None
+    ) -> int:
+        """Call the tool and print its result; returns the exit status (0, or 1 on error)."""
+        out = out if out is not None else sys.stdout
+        err = err if err is not None else sys.stderr
+        responder = TerminalResponder(console or TextConsole(), self.server_label, self.roots)
+        try:
+            async with self.client(responder) as client:
+                result = await client.call_tool(self.tool, self.arguments)
+        except InputHandlerError as exc:
+            if isinstance(exc.__cause__, SamplingRefused):
+                print(f"mrtr call: stopped: {exc.__cause__}", file=err)
+            else:
+                print(f"mrtr call: error: {exc.message}", file=err)
+            return 1
+        except McpError as exc:
+            if exc.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT):  # raised here, not sent
+                print(f"mrtr call: error: {exc.message}", file=err)
+                return 1
+            print(f"mrtr call: error {exc.code}: {exc.message}", file=err)
+            if exc.data is not None:
+                print(f"  data: {json.dumps(exc.data, ensure_ascii=False)}", file=err)
+            if exc.code == MISSING_REQUIRED_CLIENT_CAPABILITY and "roots" in str(exc.data):
+                print("  hint: offer roots with --root PATH", file=err)
+            return 1
+        except OSError as exc:
+            print(f"mrtr call: cannot reach the server ({self.server_label}): {exc}", file=err)
+            return 1
+        if self.raw_json:
+            print(
+                pretty_json(result.model_dump(mode="json", by_alias=True, exclude_none=True)),
+                file=out,
+            )
+        else:
+            print(format_tool_result(result), file=out)
+        out.flush()
+        return 1 if result.is_error else 0
+
+
+__all__ = ["CallCommand", "forward_server_stderr", "is_url", "parse_arguments", "parse_headers"]

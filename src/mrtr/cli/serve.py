@@ -1,0 +1,156 @@
+"""`mrtr serve`: load a `Server` object from a module or a file and serve it.
+
+A target is `MODULE:ATTR` (`shop.app:server`) or `PATH.py:ATTR` (`examples/shop.py:server`).
+Without `:ATTR` the module's `server` attribute is used, or its only `Server` if it has exactly
+one. `ATTR` may be dotted (`app:services.mcp`). The current directory is importable, as it is
+for `python -m`, and a file's own directory is importable while it loads, as it is for
+`python file.py`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ..server.server import Server
+
+
+class TargetError(Exception):
+    """A target that cannot name a `Server` (a usage error: exit status 2)."""
+
+
+class TargetImportError(Exception):
+    """The target's module raised while importing (its traceback is in the message)."""
+
+
+def split_target(target: str) -> tuple[str, str | None]:
+    """`"a.b:attr"` -> `("a.b", "attr")`; the attribute is None when not given."""
+    # A Windows drive letter ("C:\\shop.py") is not an attribute separator.
+    head, sep, attr = target.rpartition(":")
+    if not sep or (len(head) == 1 and head.isalpha() and attr[:1] in ("\\", "/")):
+        return target, None
+    if not head:
+        raise TargetError(f"{target!r}: nothing before ':' (expected MODULE:ATTR or FILE.py:ATTR)")
+    if not attr:
+        raise TargetError(f"{target!r}: nothing after ':' (expected MODULE:ATTR or FILE.py:ATTR)")
+    return head, attr
+
+
+def load_server(target: str) -> Server:
+    """The `Server` that `target` names; raises `TargetError` or `TargetImportError`."""
+    where, attr = split_target(target)
+    module = _import(where)
+    if attr is None:
+        return _default_server(module, where)
+    obj: Any = module
+    walked = []
+    for part in attr.split("."):
+        walked.append(part)
+        if not part.isidentifier():
+            raise TargetError(f"{target!r}: {attr!r} is not an attribute name")
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise TargetError(
+                f"{where!r} has no attribute {'.'.join(walked)!r}" + _suggest(module)
+            ) from None
+    if not isinstance(obj, Server):
+        raise TargetError(
+            f"{where}:{attr} is a {type(obj).__name__}, not an mrtr Server"
+            " (expected an object created with mrtr.Server(...))"
+        )
+    return obj
+
+
+def _default_server(module: ModuleType, where: str) -> Server:
+    named = getattr(module, "server", None)
+    if isinstance(named, Server):
+        return named
+    found = [name for name, value in vars(module).items() if isinstance(value, Server)]
+    if len(found) == 1:
+        server: Server = getattr(module, found[0])
+        return server
+    if not found:
+        raise TargetError(f"{where!r} defines no mrtr Server (name one with {where}:ATTR)")
+    raise TargetError(
+        f"{where!r} defines several Servers ({', '.join(sorted(found))}); "
+        f"name one with {where}:ATTR"
+    )
+
+
+def _suggest(module: ModuleType) -> str:
+    found = sorted(name for name, value in vars(module).items() if isinstance(value, Server))
+    return f"; its Servers: {', '.join(found)}" if found else "; it defines no mrtr Server"
+
+
+def _import(where: str) -> ModuleType:
+    if where.endswith(".py") or os.sep in where or "/" in where:
+        return _import_file(Path(where))
+    if not all(part.isidentifier() for part in where.split(".")):
+        raise TargetError(f"{where!r} is neither a module name nor a path to a .py file")
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(where)
+    except ModuleNotFoundError as exc:
+        # Only the target itself missing is a usage error; a missing dependency inside it is
+        # the module's own failure and keeps its traceback.
+        if exc.name is not None and (where == exc.name or where.startswith(exc.name + ".")):
+            raise TargetError(f"no module named {where!r} (from {cwd})") from None
+        raise TargetImportError(_failure(where)) from exc
+    except Exception as exc:
+        raise TargetImportError(_failure(where)) from exc
+
+
+def _import_file(path: Path) -> ModuleType:
+    if not path.is_file():
+        raise TargetError(f"no such file: {path}")
+    if path.suffix != ".py":
+        raise TargetError(f"{path} is not a .py file")
+    name = path.stem if path.stem.isidentifier() else "mrtr_target"
+    if name in sys.modules:
+        name = f"mrtr_target_{name}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise TargetError(f"cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    # Registered before running it, so that pickling, dataclasses and pydantic can find it.
+    sys.modules[name] = module
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise TargetImportError(_failure(str(path))) from exc
+    return module
+
+
+def _failure(where: str) -> str:
+    return f"importing {where} failed:\n{traceback.format_exc().rstrip()}"
+
+
+def serve(target: str, transport: str, host: str | None, port: int | None) -> None:
+    """Load `target` and serve it until stopped (stdio: until stdin closes)."""
+    server = load_server(target)
+    if transport == "http":
+        host = host or "127.0.0.1"
+        port = 8000 if port is None else port
+        shown = f"[{host}]" if ":" in host else host
+        print(
+            f"mrtr: serving {server.name!r} over Streamable HTTP at http://{shown}:{port}/mcp",
+            file=sys.stderr,
+            flush=True,
+        )
+        server.run(transport="http", host=host, port=port)
+    else:
+        server.run(transport="stdio")
+
+
+__all__ = ["TargetError", "TargetImportError", "load_server", "serve", "split_target"]

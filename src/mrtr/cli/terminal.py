@@ -1,0 +1,139 @@
+"""The person at the terminal: line-based questions and answers.
+
+Questions and notes go to stderr so that stdout carries only the command's result (and
+`--json` output stays parseable). Answers are read a line at a time, which works the same on
+a terminal and with piped stdin. End of input means the person is gone: `NoAnswer`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import threading
+from collections.abc import Callable
+from typing import Protocol, TextIO, TypeVar
+
+T = TypeVar("T")
+
+#: How many invalid answers one question takes before the person is taken to have given up.
+MAX_ATTEMPTS = 10
+
+
+class NoAnswer(Exception):
+    """The person gave no usable answer: end of input, or too many invalid answers."""
+
+
+class InvalidAnswer(ValueError):
+    """An answer that does not fit the question; the message says why, for a re-ask."""
+
+
+class Console(Protocol):
+    """Where questions are written and answers read, one line at a time."""
+
+    def say(self, text: str = "") -> None:
+        """Write `text` and a newline."""
+
+    def read_line(self, prompt: str) -> str | None:
+        """Write `prompt` and read one line (without its newline); None at end of input."""
+
+
+class TextConsole:
+    """A `Console` over text streams (default: answers from stdin, everything else to stderr).
+
+    When the answers do not come from a terminal they are echoed after the prompt, so that a
+    transcript of a piped session reads like the interactive one.
+    """
+
+    def __init__(self, source: TextIO | None = None, sink: TextIO | None = None) -> None:
+        self._source = source if source is not None else sys.stdin
+        self._sink = sink if sink is not None else sys.stderr
+        try:
+            self._echo = not self._source.isatty()
+        except (AttributeError, ValueError):
+            self._echo = True
+
+    def say(self, text: str = "") -> None:
+        self._sink.write(text + "\n")
+        self._sink.flush()
+
+    def read_line(self, prompt: str) -> str | None:
+        self._sink.write(prompt)
+        self._sink.flush()
+        line = self._source.readline()
+        if not line:
+            if self._echo:
+                self._sink.write("<end of input>\n")
+                self._sink.flush()
+            return None
+        answer = line.rstrip("\r\n")
+        if self._echo:
+            self._sink.write(answer + "\n")
+            self._sink.flush()
+        return answer
+
+
+def ask(
+    console: Console,
+    prompt: str,
+    parse: Callable[[str], T],
+    *,
+    attempts: int = MAX_ATTEMPTS,
+) -> T:
+    """Ask until `parse` accepts the answer; each `InvalidAnswer` is shown and asked again.
+
+    Raises `NoAnswer` at end of input or after `attempts` invalid answers.
+    """
+    for _ in range(attempts):
+        line = console.read_line(prompt)
+        if line is None:
+            raise NoAnswer("end of input")
+        try:
+            return parse(line.strip())
+        except InvalidAnswer as exc:
+            console.say(f"  ! {exc}")
+    console.say(f"  ! no valid answer after {attempts} tries; giving up")
+    raise NoAnswer("too many invalid answers")
+
+
+async def run_blocking(fn: Callable[[], T]) -> T:
+    """Run a blocking terminal interaction without blocking the event loop.
+
+    A daemon thread rather than the loop's executor: if the command is interrupted while a
+    read is pending, the blocked thread must not keep the process alive at exit.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def deliver(outcome: Callable[[], None]) -> None:
+        if not future.done():
+            outcome()
+
+    def work() -> None:
+        try:
+            value = fn()
+        except BaseException as exc:
+            error = exc
+            _post(loop, lambda: deliver(lambda: future.set_exception(error)))
+        else:
+            _post(loop, lambda: deliver(lambda: future.set_result(value)))
+
+    threading.Thread(target=work, name="mrtr-terminal", daemon=True).start()
+    return await future
+
+
+def _post(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+    # The loop may already be closed if the command ended while this thread was reading.
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(callback)
+
+
+__all__ = [
+    "MAX_ATTEMPTS",
+    "Console",
+    "InvalidAnswer",
+    "NoAnswer",
+    "TextConsole",
+    "ask",
+    "run_blocking",
+]

@@ -1,0 +1,175 @@
+"""Change notifications for `subscriptions/listen` streams.
+
+A `SubscriptionHub` holds the open listen streams of one server and fans each change out to
+the streams that opted in. Rules:
+
+1. The first message of a stream is `notifications/subscriptions/acknowledged`, carrying the
+   part of the client's filter the server honours (types whose capability it advertises).
+   Nothing is sent on a stream before it.
+2. Every message of a stream carries `_meta["io.modelcontextprotocol/subscriptionId"]`, the
+   JSON-RPC id of the `subscriptions/listen` request.
+3. Changes are "look again" signals, so a stream that has not yet sent the last one gets each
+   pending change once: memory per stream is bounded by its filter, however fast changes come
+   and however slow the client reads.
+4. A stream ends when its request is cancelled (on HTTP, the client closing the response
+   stream) or when the server closes the hub; then the request gets its graceful result.
+5. Publishing never waits: it is safe from any code running on the server's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..protocol import jsonrpc
+from ..protocol import meta as meta_keys
+from ..protocol.errors import INVALID_REQUEST, McpError, invalid_params
+
+TOOLS_LIST_CHANGED = "toolsListChanged"
+PROMPTS_LIST_CHANGED = "promptsListChanged"
+RESOURCES_LIST_CHANGED = "resourcesListChanged"
+RESOURCE_SUBSCRIPTIONS = "resourceSubscriptions"
+
+ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+_LIST_CHANGED = {
+    TOOLS_LIST_CHANGED: "notifications/tools/list_changed",
+    PROMPTS_LIST_CHANGED: "notifications/prompts/list_changed",
+    RESOURCES_LIST_CHANGED: "notifications/resources/list_changed",
+}
+RESOURCE_UPDATED = "notifications/resources/updated"
+
+Notify = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionFilter:
+    """What one stream opted in to (`SubscriptionFilter` on the wire)."""
+
+    lists: frozenset[str] = frozenset()
+    resources: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> SubscriptionFilter:
+        """Read `params.notifications`, raising -32602 for a malformed one."""
+        raw = params.get("notifications")
+        if not isinstance(raw, dict):
+            raise invalid_params(
+                'subscriptions/listen needs "notifications", an object saying what to receive '
+                f"({', '.join([*_LIST_CHANGED, RESOURCE_SUBSCRIPTIONS])})"
+            )
+        lists = set()
+        for key in _LIST_CHANGED:
+            value = raw.get(key)
+            if value is None:
+                continue
+            if not isinstance(value, bool):
+                raise invalid_params(f'"notifications.{key}" must be a boolean')
+            if value:
+                lists.add(key)
+        uris = raw.get(RESOURCE_SUBSCRIPTIONS)
+        if uris is None:
+            uris = []
+        if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
+            raise invalid_params(
+                f'"notifications.{RESOURCE_SUBSCRIPTIONS}" must be a list of resource URIs'
+            )
+        return cls(frozenset(lists), frozenset(uris))
+
+    def honoured(self, supported: frozenset[str]) -> SubscriptionFilter:
+        """The part of this filter that names only types in `supported`."""
+        resources = self.resources if RESOURCE_SUBSCRIPTIONS in supported else frozenset()
+        return SubscriptionFilter(self.lists & supported, resources)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The filter as the acknowledgement states it."""
+        wire: dict[str, Any] = {key: True for key in _LIST_CHANGED if key in self.lists}
+        if self.resources:
+            wire[RESOURCE_SUBSCRIPTIONS] = sorted(self.resources)
+        return wire
+
+
+class _Stream:
+    """One open listen stream: its filter and the changes it has yet to send."""
+
+    __slots__ = ("closing", "filter", "meta", "pending", "wake")
+
+    def __init__(self, subscription_id: jsonrpc.RequestId, filter: SubscriptionFilter) -> None:
+        self.filter = filter
+        self.meta = {meta_keys.SUBSCRIPTION_ID: subscription_id}
+        self.pending: dict[str, dict[str, Any]] = {}
+        self.wake = asyncio.Event()
+        self.closing = False
+
+    def offer(self, key: str, method: str, extra: dict[str, Any] | None = None) -> None:
+        if key not in self.pending:
+            params: dict[str, Any] = {"_meta": self.meta}
+            if extra:
+                params.update(extra)
+            self.pending[key] = jsonrpc.notification(method, params)
+            self.wake.set()
+
+
+class SubscriptionHub:
+    """The open `subscriptions/listen` streams of one server (see the rules above)."""
+
+    def __init__(self) -> None:
+        self._streams: set[_Stream] = set()
+
+    def __len__(self) -> int:
+        return len(self._streams)
+
+    def list_changed(self, kind: str) -> None:
+        """Announce that a list changed: `kind` is `toolsListChanged`, `promptsListChanged` or
+        `resourcesListChanged`."""
+        method = _LIST_CHANGED[kind]
+        for stream in self._streams:
+            if kind in stream.filter.lists:
+                stream.offer(kind, method)
+
+    def resource_updated(self, uri: str) -> None:
+        """Announce that the resource at `uri` changed."""
+        for stream in self._streams:
+            if uri in stream.filter.resources:
+                stream.offer("updated:" + uri, RESOURCE_UPDATED, {"uri": uri})
+
+    def close(self) -> None:
+        """End every open stream gracefully (each listen request gets its result)."""
+        for stream in self._streams:
+            stream.closing = True
+            stream.wake.set()
+
+    async def listen(
+        self,
+        request_id: jsonrpc.RequestId,
+        params: Mapping[str, Any],
+        notify: Notify | None,
+        supported: frozenset[str],
+    ) -> dict[str, Any]:
+        """Serve one `subscriptions/listen` request until it is cancelled or the hub closes;
+        returns the graceful-closure result."""
+        if notify is None:
+            raise McpError(
+                INVALID_REQUEST,
+                "subscriptions/listen needs a transport that streams notifications",
+            )
+        stream = _Stream(request_id, SubscriptionFilter.from_params(params).honoured(supported))
+        self._streams.add(stream)
+        try:
+            await notify(
+                jsonrpc.notification(
+                    ACKNOWLEDGED, {"_meta": stream.meta, "notifications": stream.filter.to_wire()}
+                )
+            )
+            while not stream.closing:
+                await stream.wake.wait()
+                stream.wake.clear()
+                while stream.pending and not stream.closing:
+                    batch = list(stream.pending.values())
+                    stream.pending.clear()
+                    for message in batch:
+                        await notify(message)
+        finally:
+            self._streams.discard(stream)
+        return {"_meta": dict(stream.meta)}

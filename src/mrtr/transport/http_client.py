@@ -1,0 +1,357 @@
+"""Streamable HTTP (MCP 2026-07-28), client side: `HTTPTransport`, on aiohttp.
+
+One `ClientSession` with a keep-alive connection pool carries every POST. Each request sends
+the metadata headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, and `Mcp-Param-*` for
+tools whose input schema annotates arguments with `x-mcp-header`) and reads back either one
+JSON object or an SSE stream whose notifications go to the notification handler before the
+response is returned.
+
+The transport reads `tools/list` results on their way through: it remembers each tool's
+`x-mcp-header` annotations, and drops tools whose annotations break the rules (with a
+warning), as the spec requires of HTTP clients. A `HeaderMismatch` on `tools/call` makes it
+list the tools again and, if the headers it would send changed, retry once.
+
+Failure handling: a response stream that breaks before the response arrives is re-issued as a
+new request with a new id (streams cannot be resumed), at most `max_reissues` times.
+Cancelling the task awaiting `request` closes the connection, which is how a request is
+cancelled on HTTP. An HTTP error whose body is a JSON-RPC error is returned as that error; any
+other HTTP error raises `McpError(HTTP_ERROR)` naming the status.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+import orjson
+from yarl import URL
+
+from ..protocol import meta as meta_keys
+from ..protocol.errors import (
+    CONNECTION_CLOSED,
+    HEADER_MISMATCH,
+    HTTP_ERROR,
+    REQUEST_TIMEOUT,
+    McpError,
+)
+from ..protocol.versions import LATEST_PROTOCOL_VERSION
+from . import headers as mcp_headers
+from .base import NotificationHandler
+from .sse import SSEDecoder, SSEError
+
+logger = logging.getLogger("mrtr.http")
+
+_ACCEPT = "application/json, text/event-stream"
+_MAX_TOOL_PAGES = 50  # bound on the tools/list pages a header refresh walks through
+
+
+class _StreamBroken(Exception):
+    """The exchange ended before the response arrived; the request may be re-issued."""
+
+
+class HTTPTransport:
+    """A `ClientTransport` for a Streamable HTTP endpoint such as `http://127.0.0.1:8000/mcp`.
+
+    `headers` are added to every POST (e.g. `Authorization`). `timeout` bounds one HTTP
+    exchange in seconds (0 = no limit); `subscriptions/listen` streams are exempt, as they are
+    meant to stay open. `max_reissues`: how many times a request whose response stream broke is
+    sent again.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 600.0,
+        max_reissues: int = 2,
+    ) -> None:
+        self.url = URL(url)
+        self.max_reissues = max_reissues
+        self._timeout = timeout
+        self._base_headers = {"Content-Type": "application/json", "Accept": _ACCEPT}
+        if headers:
+            self._base_headers.update(headers)
+        self._session: aiohttp.ClientSession | None = None
+        self._on_notification: NotificationHandler | None = None
+        self._exchange_timeout = aiohttp.ClientTimeout(total=timeout if timeout > 0 else None)
+        self._stream_timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=timeout if timeout > 0 else None
+        )
+        #: `x-mcp-header` annotations of the tools seen in `tools/list` results, by tool name.
+        self._tool_headers: dict[str, tuple[mcp_headers.HeaderParam, ...]] = {}
+        self._own_ids = itertools.count(1)
+
+    # --- ClientTransport ---------------------------------------------------------------------
+
+    async def connect(self, on_notification: NotificationHandler) -> None:
+        self._on_notification = on_notification
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=100, keepalive_timeout=30.0),
+                timeout=self._exchange_timeout,
+            )
+
+    async def close(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    async def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        """POST one request and return its response (after the notifications streamed first)."""
+        response = await self._request(message)
+        method = message.get("method")
+        if method == "tools/list":
+            self._screen_tools(response)
+        elif method == "tools/call" and _error_code(response) == HEADER_MISMATCH:
+            response = await self._retry_with_fresh_headers(message, response)
+        return response
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        """POST one notification (the server answers 202 Accepted)."""
+        session = self._require_session()
+        try:
+            async with session.post(
+                self.url, data=orjson.dumps(message), headers=self._headers_for(message)
+            ) as response:
+                if response.status >= 400:
+                    body = await response.read()
+                    raise _http_error(response, body, str(message.get("method")))
+        except aiohttp.ClientError as exc:
+            raise McpError(CONNECTION_CLOSED, f"could not send to {self.url}: {exc}") from None
+
+    # --- one request -------------------------------------------------------------------------
+
+    def _require_session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise McpError(CONNECTION_CLOSED, "transport is not connected")
+        return self._session
+
+    async def _request(self, message: dict[str, Any]) -> dict[str, Any]:
+        session = self._require_session()
+        method = str(message.get("method"))
+        headers = self._headers_for(message)
+        limits = self._stream_timeout if method == "subscriptions/listen" else None
+        sent = message
+        for attempt in range(self.max_reissues + 1):
+            try:
+                answer = await self._exchange(session, sent, headers, limits)
+            except _StreamBroken as exc:
+                if attempt == self.max_reissues:
+                    raise McpError(
+                        CONNECTION_CLOSED,
+                        f"{method}: {exc}, on every one of {attempt + 1} attempts; giving up",
+                    ) from None
+                # No resumption in this protocol: send the request again, as a new request.
+                sent = {**message, "id": f"{message['id']}~{attempt + 1}"}
+                logger.info("%s: %s; re-issuing it as request %r", method, exc, sent["id"])
+                continue
+            if sent is not message and answer.get("id") == sent["id"]:
+                answer["id"] = message["id"]  # the caller knows the request by its first id
+            return answer
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _exchange(
+        self,
+        session: aiohttp.ClientSession,
+        message: dict[str, Any],
+        headers: dict[str, str],
+        limits: aiohttp.ClientTimeout | None,
+    ) -> dict[str, Any]:
+        method = str(message.get("method"))
+        try:
+            async with session.post(
+                self.url, data=orjson.dumps(message), headers=headers, timeout=limits
+            ) as response:
+                content_type = response.content_type
+                if content_type == "text/event-stream" and response.status == 200:
+                    return await self._read_stream(response)
+                body = await response.read()
+                answer = _json_response(body) if content_type == "application/json" else None
+                if answer is None:
+                    raise _http_error(response, body, method)
+                return answer
+        except aiohttp.ClientConnectorError as exc:
+            raise McpError(CONNECTION_CLOSED, f"cannot connect to {self.url}: {exc}") from None
+        except (
+            aiohttp.ServerDisconnectedError,
+            aiohttp.ClientPayloadError,
+            aiohttp.ClientOSError,
+        ) as exc:
+            raise _StreamBroken(f"the connection broke before the response ({exc})") from None
+        except TimeoutError:
+            raise McpError(
+                REQUEST_TIMEOUT,
+                f"{method}: no complete HTTP response within {self._timeout:g} s; "
+                "request cancelled",
+            ) from None
+        except aiohttp.ClientError as exc:
+            raise McpError(
+                HTTP_ERROR, f"{method}: HTTP request to {self.url} failed: {exc}"
+            ) from None
+
+    async def _read_stream(self, response: aiohttp.ClientResponse) -> dict[str, Any]:
+        decoder = SSEDecoder()
+        try:
+            async for chunk in response.content.iter_any():
+                for event in decoder.feed(chunk):
+                    answer = await self._take_event(event.event, event.data)
+                    if answer is not None:
+                        return answer
+            for event in decoder.close():
+                answer = await self._take_event(event.event, event.data)
+                if answer is not None:
+                    return answer
+        except SSEError as exc:
+            raise McpError(
+                HTTP_ERROR, f"unreadable response stream from {self.url}: {exc}"
+            ) from None
+        raise _StreamBroken("the response stream ended before the response")
+
+    async def _take_event(self, kind: str, data: bytes) -> dict[str, Any] | None:
+        """Deliver a notification; return the event when it is the response."""
+        if kind != "message":
+            return None
+        try:
+            message = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            logger.warning("ignoring an SSE event that is not JSON: %.80r", data)
+            return None
+        if not isinstance(message, dict):
+            return None
+        if "method" in message:
+            if "id" in message:
+                # Servers may not send requests on a response stream (MRTR replaced them).
+                logger.warning("ignoring request %r sent on a response stream", message["method"])
+                return None
+            handler = self._on_notification
+            if handler is not None:
+                outcome = handler(message)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            return None
+        if "result" in message or "error" in message:
+            return message
+        return None
+
+    # --- headers -----------------------------------------------------------------------------
+
+    def _headers_for(self, message: dict[str, Any]) -> dict[str, str]:
+        headers = dict(self._base_headers)
+        method = message.get("method")
+        if isinstance(method, str):
+            headers[mcp_headers.METHOD] = method
+        params = message.get("params")
+        if not isinstance(params, dict):
+            params = {}
+        meta = params.get("_meta")
+        version = meta.get(meta_keys.PROTOCOL_VERSION) if isinstance(meta, dict) else None
+        headers[mcp_headers.PROTOCOL_VERSION] = (
+            version if isinstance(version, str) else LATEST_PROTOCOL_VERSION
+        )
+        field = mcp_headers.NAME_FIELDS.get(method) if isinstance(method, str) else None
+        if field is not None:
+            name = params.get(field)
+            if isinstance(name, str):
+                headers[mcp_headers.NAME] = mcp_headers.encode_value(name)
+                if method == "tools/call":
+                    headers.update(self._param_headers(name, params.get("arguments")))
+        return headers
+
+    def _param_headers(self, tool: str, arguments: Any) -> dict[str, str]:
+        found = {}
+        for param in self._tool_headers.get(tool, ()):
+            text = mcp_headers.format_argument(mcp_headers.argument_at(arguments, param.path))
+            if text is not None:
+                found[param.header] = mcp_headers.encode_value(text)
+        return found
+
+    def _screen_tools(self, response: dict[str, Any]) -> None:
+        """Remember the tools' header annotations; drop tools whose annotations are invalid."""
+        result = response.get("result")
+        tools = result.get("tools") if isinstance(result, dict) else None
+        if not isinstance(tools, list):
+            return
+        kept = []
+        for tool in tools:
+            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+                kept.append(tool)
+                continue
+            name = tool["name"]
+            try:
+                self._tool_headers[name] = mcp_headers.header_params(tool.get("inputSchema"))
+            except mcp_headers.InvalidHeaderAnnotation as exc:
+                self._tool_headers.pop(name, None)
+                logger.warning("leaving out tool %r from tools/list: %s", name, exc)
+                continue
+            kept.append(tool)
+        if len(kept) != len(tools):
+            result["tools"] = kept  # type: ignore[index]
+
+    async def _retry_with_fresh_headers(
+        self, message: dict[str, Any], response: dict[str, Any]
+    ) -> dict[str, Any]:
+        """After a HeaderMismatch: list the tools again and retry once if our headers change."""
+        params = message.get("params")
+        if not isinstance(params, dict) or not isinstance(params.get("name"), str):
+            return response
+        tool, arguments = params["name"], params.get("arguments")
+        before = self._param_headers(tool, arguments)
+        meta = params.get("_meta")
+        cursor: Any = None
+        for _ in range(_MAX_TOOL_PAGES):
+            list_params: dict[str, Any] = {"_meta": meta}
+            if cursor is not None:
+                list_params["cursor"] = cursor
+            listing = await self.request(
+                {
+                    "jsonrpc": "2.0",
+                    "id": f"tools-refresh-{next(self._own_ids)}",
+                    "method": "tools/list",
+                    "params": list_params,
+                }
+            )
+            result = listing.get("result")
+            cursor = result.get("nextCursor") if isinstance(result, dict) else None
+            if not isinstance(cursor, str):
+                break
+        if self._param_headers(tool, arguments) == before:
+            return response
+        logger.info("tools/call %r: retrying with the headers of the updated tool list", tool)
+        return await self._request(message)
+
+
+def _error_code(response: dict[str, Any]) -> Any:
+    error = response.get("error")
+    return error.get("code") if isinstance(error, dict) else None
+
+
+def _json_response(body: bytes) -> dict[str, Any] | None:
+    """The JSON-RPC response in `body`, or None when it holds none."""
+    try:
+        message = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(message, dict) and ("result" in message or "error" in message):
+        return message
+    return None
+
+
+def _http_error(response: aiohttp.ClientResponse, body: bytes, method: str) -> McpError:
+    if response.status == 202:
+        return McpError(HTTP_ERROR, f"{method}: the server answered 202 Accepted, with no response")
+    snippet = body[:200].decode("utf-8", "replace").strip()
+    detail = f": {snippet}" if snippet else ""
+    return McpError(
+        HTTP_ERROR,
+        f"{method}: HTTP {response.status} {response.reason or ''} from {response.url}".rstrip()
+        + detail,
+        {"status": response.status},
+    )
+
+
+__all__ = ["HTTPTransport"]

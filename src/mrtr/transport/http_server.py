@@ -1,0 +1,690 @@
+"""Streamable HTTP (MCP 2026-07-28), server side: a plain ASGI app, and `serve_http`.
+
+Each POST carries one JSON-RPC message. A request is answered with one JSON object, unless its
+handler sends a notification first (progress for a request with a `progressToken`, log
+messages for one with a `logLevel`): the first notification turns the answer into an SSE
+stream that ends with the response. So the common case costs one JSON encode and two ASGI
+sends, and nothing is decided up front. `subscriptions/listen` is an SSE stream that stays
+open. Closing a response stream, or the connection, cancels the request's handler.
+
+Checks, in order, each with the status the spec gives and a JSON-RPC error body a person can
+act on: path (404), HTTP method (405), `Origin` against the allowlist (403; localhost only by
+default, against DNS rebinding), `Content-Type` (415), `Accept` (406), body size (413), JSON
+(400, -32700), JSON-RPC shape (400, -32600), and the request metadata headers against the body
+(400, -32020 HeaderMismatch; see `headers.py`). Errors from the dispatcher keep their JSON-RPC
+code and get the status the spec ties to it (400 for -32602/-32020/-32021/-32022, 404 for
+-32601); any other error is a normal JSON-RPC answer with 200.
+
+The handler's `transport_info` is the request's ASGI scope (headers, client address...), for
+`ServerOptions.principal`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import orjson
+import uvicorn
+
+from ..protocol import jsonrpc
+from ..protocol import meta as meta_keys
+from ..protocol.errors import (
+    HEADER_MISMATCH,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    McpError,
+)
+from . import headers as mcp_headers
+from .sse import KEEPALIVE, encode_event
+
+if TYPE_CHECKING:
+    from ..server.server import Server
+
+logger = logging.getLogger("mrtr.http")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+DEFAULT_MAX_BODY_SIZE = 4 * 1024 * 1024
+_LOCAL_HOSTS = frozenset(("localhost", "127.0.0.1", "::1"))
+
+# The statuses the spec ties to JSON-RPC error codes; every other answer is 200.
+_ERROR_STATUS = {
+    PARSE_ERROR: 400,
+    INVALID_REQUEST: 400,
+    INVALID_PARAMS: 400,
+    HEADER_MISMATCH: 400,
+    MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
+    UNSUPPORTED_PROTOCOL_VERSION: 400,
+    METHOD_NOT_FOUND: 404,
+}
+_JSON = (b"content-type", b"application/json")
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    # Reverse proxies must not buffer the stream (the spec's advice for nginx and the like).
+    (b"x-accel-buffering", b"no"),
+]
+_ACCEPTED = {"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]}
+_EMPTY_BODY = {"type": "http.response.body", "body": b"", "more_body": False}
+_NAME_FIELDS = mcp_headers.NAME_FIELDS
+_CACHE_LIMIT = 256  # distinct Accept/Content-Type/Origin values remembered
+
+
+def _show(value: str) -> str:
+    """A value quoted for an error message, cut short when long."""
+    return repr(value if len(value) <= 80 else value[:77] + "...")
+
+
+def _mismatch(message: str) -> McpError:
+    return McpError(HEADER_MISMATCH, f"Header mismatch: {message}")
+
+
+def _media_ranges(value: bytes) -> list[tuple[str, float]]:
+    ranges = []
+    for part in value.decode("latin-1").split(","):
+        media, *params = part.split(";")
+        quality = 1.0
+        for param in params:
+            key, _, number = param.strip().partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    quality = float(number)
+                except ValueError:
+                    quality = 0.0
+        ranges.append((media.strip().lower(), quality))
+    return ranges
+
+
+def _acceptable(ranges: list[tuple[str, float]], media: str) -> bool:
+    # The most specific range that names the type decides (RFC 9110 12.5.1).
+    for candidate in (media, media.split("/")[0] + "/*", "*/*"):
+        qualities = [quality for name, quality in ranges if name == candidate]
+        if qualities:
+            return max(qualities) > 0
+    return False
+
+
+def _local_origin(origin: str) -> bool:
+    """Whether `origin` is http(s) on localhost, 127.0.0.1 or [::1] (any port)."""
+    try:
+        parts = urlsplit(origin)
+        return (
+            parts.scheme in ("http", "https")
+            and parts.hostname in _LOCAL_HOSTS
+            and parts.username is None
+            and not parts.path
+            and (parts.port is None or parts.port > 0)  # `port` raises for a malformed one
+        )
+    except ValueError:
+        return False
+
+
+class StreamableHTTPApp:
+    """The MCP endpoint of `server` as an ASGI app (mountable in Starlette, FastAPI...).
+
+    `path`: the endpoint's path (relative to the mount point), or None to answer on any path.
+    `allowed_origins`: the `Origin` values accepted (exact, like `https://app.example.com`, or
+    `"*"` for any); by default only `http(s)://` localhost, 127.0.0.1 and [::1] on any port.
+    A request without `Origin` (not from a browser) is always accepted.
+    `allowed_hosts`: if given, the `Host` header must name one of these hosts (port ignored).
+    `max_body_size`: larger bodies get 413. `keepalive_interval`: seconds between SSE comments
+    on quiet `subscriptions/listen` streams (0 = none).
+    """
+
+    def __init__(
+        self,
+        server: Server,
+        *,
+        path: str | None = "/mcp",
+        allowed_origins: Iterable[str] | None = None,
+        allowed_hosts: Iterable[str] | None = None,
+        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        keepalive_interval: float = 15.0,
+    ) -> None:
+        self.server = server
+        self.path = path
+        self.max_body_size = max_body_size
+        self.keepalive_interval = keepalive_interval
+        self._origins = (
+            None if allowed_origins is None else {o.rstrip("/").lower() for o in allowed_origins}
+        )
+        self._hosts = None if allowed_hosts is None else {h.lower() for h in allowed_hosts}
+        self._accept_cache: dict[bytes, tuple[bool, bool]] = {}
+        self._json_type_cache: dict[bytes, bool] = {}
+        self._origin_cache: dict[bytes, bool] = {}
+        self._tool_params: dict[
+            str, tuple[dict[str, Any], tuple[mcp_headers.HeaderParam, ...]]
+        ] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self._http(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+        elif kind == "websocket":
+            await send({"type": "websocket.close", "code": 1003})
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                self.server.close_subscriptions()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    # --- one HTTP request ----------------------------------------------------------------
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.path is not None and self._route(scope) != self.path:
+            await _plain(send, 404, b"Not Found")
+            return
+        if scope["method"] != "POST":
+            await _reject(
+                send,
+                405,
+                INVALID_REQUEST,
+                f"Method Not Allowed: the MCP endpoint takes POST only, not {scope['method']}",
+                extra=[(b"allow", b"POST")],
+            )
+            return
+        headers: dict[bytes, bytes] = dict(scope["headers"])
+        origin = headers.get(b"origin")
+        if origin is not None and not self._origin_allowed(origin):
+            await _reject(send, 403, INVALID_REQUEST, "Forbidden: this Origin is not allowed")
+            return
+        if self._hosts is not None and not self._host_allowed(headers.get(b"host")):
+            await _reject(send, 403, INVALID_REQUEST, "Forbidden: this Host is not allowed")
+            return
+        content_type = headers.get(b"content-type")
+        if content_type is None or not self._is_json_type(content_type):
+            await _reject(
+                send,
+                415,
+                INVALID_REQUEST,
+                "Unsupported Media Type: send the JSON-RPC message as application/json",
+            )
+            return
+        accept = headers.get(b"accept")
+        accept_json, accept_sse = (True, True) if accept is None else self._accepts(accept)
+        if not accept_json:
+            await _reject(
+                send,
+                406,
+                INVALID_REQUEST,
+                "Not Acceptable: the Accept header must allow application/json "
+                "(and text/event-stream for streamed responses)",
+            )
+            return
+        body = await self._read_body(headers, receive, send)
+        if body is None:
+            return
+        try:
+            message = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            await _reject(send, 400, PARSE_ERROR, f"Parse error: {exc}")
+            return
+        try:
+            kind = jsonrpc.classify(message)
+        except McpError as exc:
+            await _answer(send, 400, jsonrpc.error_response(jsonrpc.readable_id(message), exc))
+            return
+        if kind == "notification":
+            # Nothing to act on over HTTP: closing a stream is how a request is cancelled.
+            await send(_ACCEPTED)
+            await send(_EMPTY_BODY)
+            return
+        if kind == "response":
+            await _reject(
+                send,
+                400,
+                INVALID_REQUEST,
+                "Invalid Request: this endpoint takes requests and notifications, not responses",
+                message.get("id") if jsonrpc.is_valid_id(message.get("id")) else None,
+            )
+            return
+        problem = self._check_headers(message, headers)
+        if problem is not None:
+            await _answer(send, 400, jsonrpc.error_response(message["id"], problem))
+            return
+        listen = message["method"] == "subscriptions/listen"
+        if listen and not accept_sse:
+            await _reject(
+                send,
+                406,
+                INVALID_REQUEST,
+                "Not Acceptable: subscriptions/listen answers with text/event-stream, which the "
+                "Accept header does not allow",
+                message["id"],
+            )
+            return
+        await self._dispatch(scope, receive, send, message, accept_sse, listen)
+
+    async def _dispatch(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        message: dict[str, Any],
+        accept_sse: bool,
+        listen: bool,
+    ) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        exchange = _Exchange(
+            send, receive, task, accept_sse, self.keepalive_interval if listen else 0
+        )
+        # Watch for the client going away only once the handler yields: a handler that answers
+        # without waiting never pays for the watcher task.
+        watch = task.get_loop().call_soon(exchange.watch)
+        try:
+            response = await self.server.handle_request(message, exchange.notify, scope)
+        except asyncio.CancelledError:
+            if exchange.disconnected:
+                task.uncancel()
+                logger.debug("client went away; cancelled request %r", message["id"])
+                return
+            raise
+        finally:
+            watch.cancel()
+            exchange.finish()
+        if exchange.disconnected:
+            # The handler swallowed the cancellation; the client is gone all the same.
+            if task.cancelling():
+                task.uncancel()
+            return
+        await exchange.respond(response)
+
+    @staticmethod
+    def _route(scope: Scope) -> str:
+        path: str = scope["path"]
+        root: str = scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        return path or "/"
+
+    async def _read_body(
+        self, headers: dict[bytes, bytes], receive: Receive, send: Send
+    ) -> bytes | None:
+        limit = self.max_body_size
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await _too_large(send, limit)
+            return None
+        message = await receive()
+        body: bytes = message.get("body", b"")
+        if not message.get("more_body", False):
+            if len(body) > limit:
+                await _too_large(send, limit)
+                return None
+            return body
+        chunks = [body]
+        size = len(body)
+        while message.get("more_body", False):
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await _too_large(send, limit)
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    # --- header checks -----------------------------------------------------------------------
+
+    def _check_headers(
+        self, message: dict[str, Any], headers: dict[bytes, bytes]
+    ) -> McpError | None:
+        """Compare the request metadata headers with the body (see `headers.py`)."""
+        method: str = message["method"]
+        raw = headers.get(b"mcp-method")
+        if raw is None:
+            return _mismatch(f"the Mcp-Method header is required (here {_show(method)})")
+        value = raw.strip(b" \t").decode("latin-1")
+        if value != method:
+            return _mismatch(
+                f"Mcp-Method header value {_show(value)} does not match body method {_show(method)}"
+            )
+        params = message.get("params")
+        raw = headers.get(b"mcp-protocol-version")
+        if raw is None:
+            return _mismatch("the MCP-Protocol-Version header is required")
+        meta = params.get("_meta") if params is not None else None
+        body_version = meta.get(meta_keys.PROTOCOL_VERSION) if isinstance(meta, dict) else None
+        # A body without a version is malformed, which the dispatcher reports (-32602).
+        if isinstance(body_version, str):
+            value = raw.strip(b" \t").decode("latin-1")
+            if value != body_version:
+                return _mismatch(
+                    f"MCP-Protocol-Version header value {_show(value)} does not match "
+                    f"_meta[{meta_keys.PROTOCOL_VERSION!r}] {_show(body_version)}"
+                )
+        field = _NAME_FIELDS.get(method)
+        if field is None or params is None:
+            return None
+        name = params.get(field)
+        if not isinstance(name, str):
+            return None  # the dispatcher says what is wrong with the body
+        raw = headers.get(b"mcp-name")
+        if raw is None:
+            return _mismatch(f"the Mcp-Name header is required for {method} (params.{field})")
+        try:
+            value = mcp_headers.decode_value(raw)
+        except ValueError as exc:
+            return _mismatch(f"the Mcp-Name header {exc}")
+        if value != name:
+            return _mismatch(
+                f"Mcp-Name header value {_show(value)} does not match body params.{field} "
+                f"{_show(name)}"
+            )
+        if method == "tools/call":
+            return self._check_param_headers(name, params.get("arguments"), headers)
+        return None
+
+    def _check_param_headers(
+        self, tool: str, arguments: Any, headers: dict[bytes, bytes]
+    ) -> McpError | None:
+        for param in self._header_params(tool):
+            header = param.header
+            body_value = mcp_headers.argument_at(arguments, param.path)
+            raw = headers.get(header.lower().encode("ascii"))
+            where = "arguments." + ".".join(param.path)
+            if raw is None:
+                if body_value is None:
+                    continue
+                return _mismatch(f"the {header} header is required: the body has {where}")
+            try:
+                value = mcp_headers.decode_value(raw)
+            except ValueError as exc:
+                return _mismatch(f"the {header} header {exc}")
+            if body_value is None:
+                return _mismatch(f"{header} header is set but the body has no {where}")
+            if not mcp_headers.argument_matches(value, body_value):
+                return _mismatch(
+                    f"{header} header value {_show(value)} does not match body {where} "
+                    f"{_show(str(body_value))}"
+                )
+        return None
+
+    def _header_params(self, tool: str) -> tuple[mcp_headers.HeaderParam, ...]:
+        definition = self.server.tool_definition(tool)
+        if definition is None:
+            return ()
+        cached = self._tool_params.get(tool)
+        if cached is not None and cached[0] is definition:
+            return cached[1]
+        try:
+            params = mcp_headers.header_params(definition.get("inputSchema"))
+        except mcp_headers.InvalidHeaderAnnotation as exc:
+            logger.warning("tool %r: %s; its x-mcp-header annotations are not enforced", tool, exc)
+            params = ()
+        self._tool_params[tool] = (definition, params)
+        return params
+
+    # --- cached header parsing -----------------------------------------------------------
+
+    def _accepts(self, value: bytes) -> tuple[bool, bool]:
+        known = self._accept_cache.get(value)
+        if known is None:
+            ranges = _media_ranges(value)
+            known = (
+                _acceptable(ranges, "application/json"),
+                _acceptable(ranges, "text/event-stream"),
+            )
+            _remember(self._accept_cache, value, known)
+        return known
+
+    def _is_json_type(self, value: bytes) -> bool:
+        known = self._json_type_cache.get(value)
+        if known is None:
+            media = value.decode("latin-1").split(";")[0].strip().lower()
+            known = media == "application/json"
+            _remember(self._json_type_cache, value, known)
+        return known
+
+    def _origin_allowed(self, value: bytes) -> bool:
+        known = self._origin_cache.get(value)
+        if known is None:
+            origin = value.decode("latin-1").strip().rstrip("/").lower()
+            if self._origins is not None:
+                known = "*" in self._origins or origin in self._origins
+            else:
+                known = _local_origin(origin)
+            _remember(self._origin_cache, value, known)
+        return known
+
+    def _host_allowed(self, value: bytes | None) -> bool:
+        if value is None or self._hosts is None:
+            return self._hosts is None
+        try:
+            host = urlsplit("//" + value.decode("latin-1").strip()).hostname
+        except ValueError:
+            return False
+        if host is None:
+            return False
+        return host in self._hosts or f"[{host}]" in self._hosts
+
+
+def _remember(cache: dict[bytes, Any], key: bytes, value: Any) -> None:
+    if len(cache) >= _CACHE_LIMIT:
+        cache.clear()  # values come from clients: never let the cache grow without bound
+    cache[key] = value
+
+
+class _Exchange:
+    """One request's response: plain JSON, or an SSE stream once a notification comes."""
+
+    __slots__ = (
+        "accept_sse",
+        "disconnected",
+        "done",
+        "keepalive",
+        "keepalive_interval",
+        "lock",
+        "receive",
+        "send",
+        "streaming",
+        "task",
+        "watcher",
+    )
+
+    def __init__(
+        self,
+        send: Send,
+        receive: Receive,
+        task: asyncio.Task[Any],
+        accept_sse: bool,
+        keepalive_interval: float,
+    ) -> None:
+        self.send = send
+        self.receive = receive
+        self.task = task
+        self.accept_sse = accept_sse
+        self.keepalive_interval = keepalive_interval
+        self.streaming = False
+        self.done = False
+        self.disconnected = False
+        self.lock: asyncio.Lock | None = None
+        self.watcher: asyncio.Task[None] | None = None
+        self.keepalive: asyncio.Task[None] | None = None
+
+    def watch(self) -> None:
+        if not self.done:
+            self.watcher = asyncio.ensure_future(self._wait_for_disconnect())
+
+    async def _wait_for_disconnect(self) -> None:
+        # The body has been read, so the next message is the disconnect (or, on some servers,
+        # the end of our own response). Anything else is ignored, a bounded number of times.
+        for _ in range(16):
+            message = await self.receive()
+            if message["type"] == "http.disconnect":
+                break
+        else:
+            return
+        if not self.done:
+            self.disconnected = True
+            self.done = True
+            self.task.cancel()
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        """The handler's notification sink: the first one turns the answer into a stream."""
+        if self.done or not self.accept_sse:
+            return
+        event = encode_event(orjson.dumps(message))
+        if self.lock is None:
+            self.lock = asyncio.Lock()
+        async with self.lock:
+            if self.done:
+                return
+            if not self.streaming:
+                self.streaming = True
+                await self.send(
+                    {"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS}
+                )
+                if self.keepalive_interval > 0:
+                    self.keepalive = asyncio.ensure_future(self._keep_alive())
+            await self.send({"type": "http.response.body", "body": event, "more_body": True})
+
+    async def _keep_alive(self) -> None:
+        while not self.done:
+            await asyncio.sleep(self.keepalive_interval)
+            assert self.lock is not None
+            async with self.lock:
+                if self.done:
+                    return
+                await self.send(
+                    {"type": "http.response.body", "body": KEEPALIVE, "more_body": True}
+                )
+
+    def finish(self) -> None:
+        """No more notifications: the handler is over (or the client is gone)."""
+        self.done = True
+        if self.watcher is not None:
+            self.watcher.cancel()
+        if self.keepalive is not None:
+            self.keepalive.cancel()
+
+    async def respond(self, response: dict[str, Any]) -> None:
+        body = orjson.dumps(response)
+        if self.streaming:
+            assert self.lock is not None
+            async with self.lock:
+                await self.send(
+                    {"type": "http.response.body", "body": encode_event(body), "more_body": False}
+                )
+            return
+        error = response.get("error")
+        status = 200 if error is None else _ERROR_STATUS.get(error.get("code"), 200)
+        await _send_json(self.send, status, body)
+
+
+async def _send_json(
+    send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    headers = [_JSON, (b"content-length", b"%d" % len(body))]
+    if extra:
+        headers.extend(extra)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def _answer(send: Send, status: int, response: dict[str, Any]) -> None:
+    await _send_json(send, status, orjson.dumps(response))
+
+
+async def _reject(
+    send: Send,
+    status: int,
+    code: int,
+    message: str,
+    request_id: jsonrpc.RequestId | None = None,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    """Refuse a request at the HTTP level, with a JSON-RPC error saying why."""
+    body = orjson.dumps(jsonrpc.error_response(request_id, McpError(code, message)))
+    await _send_json(send, status, body, extra)
+
+
+async def _too_large(send: Send, limit: int) -> None:
+    await _reject(
+        send,
+        413,
+        INVALID_REQUEST,
+        f"Payload Too Large: a JSON-RPC message may be at most {limit} bytes here",
+    )
+
+
+async def _plain(send: Send, status: int, text: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", b"%d" % len(text)),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": text, "more_body": False})
+
+
+# --- running it --------------------------------------------------------------------------
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn's server, ending listen streams before it waits for connections to close (a
+    shutdown would otherwise wait on them for ever)."""
+
+    def __init__(self, config: uvicorn.Config, mcp_server: Server) -> None:
+        super().__init__(config)
+        self.mcp_server = mcp_server
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.mcp_server.close_subscriptions()
+        await super().shutdown(sockets)
+
+
+async def serve_http(
+    server: Server,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    path: str | None = "/mcp",
+    allowed_origins: Iterable[str] | None = None,
+    allowed_hosts: Iterable[str] | None = None,
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+    keepalive_interval: float = 15.0,
+    **uvicorn_kwargs: Any,
+) -> None:
+    """Serve `server` over Streamable HTTP with uvicorn until stopped (Ctrl-C, SIGTERM).
+
+    uvicorn picks uvloop and httptools when they are installed. Other keyword arguments go to
+    `uvicorn.Config` (access logging is off unless `access_log=True`). At shutdown, open
+    `subscriptions/listen` streams end gracefully before connections are drained.
+    """
+    app = StreamableHTTPApp(
+        server,
+        path=path,
+        allowed_origins=allowed_origins,
+        allowed_hosts=allowed_hosts,
+        max_body_size=max_body_size,
+        keepalive_interval=keepalive_interval,
+    )
+    uvicorn_kwargs.setdefault("access_log", False)
+    await _Uvicorn(uvicorn.Config(app, host=host, port=port, **uvicorn_kwargs), server).serve()

@@ -1,0 +1,56 @@
+"""Shared fixtures: an in-memory client for a server, and well-formed raw requests."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from mrtr import Client, Server
+from mrtr.protocol import jsonrpc
+from mrtr.protocol import meta as meta_keys
+from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
+
+MakeClient = Callable[..., contextlib.AbstractAsyncContextManager[Client]]
+MakeRequest = Callable[..., dict[str, Any]]
+
+
+@pytest.fixture
+def make_client() -> MakeClient:
+    """`async with make_client(server, **client_kwargs) as client:` over the in-memory transport."""
+
+    @contextlib.asynccontextmanager
+    async def make(server: Server, **kwargs: Any) -> AsyncIterator[Client]:
+        async with Client.in_memory(server, **kwargs) as client:
+            yield client
+
+    return make
+
+
+@pytest.fixture
+def request_meta() -> dict[str, Any]:
+    """The `_meta` every well-formed client request carries."""
+    return {
+        meta_keys.PROTOCOL_VERSION: LATEST_PROTOCOL_VERSION,
+        meta_keys.CLIENT_INFO: {"name": "test-client", "version": "1.0.0"},
+        meta_keys.CLIENT_CAPABILITIES: {},
+    }
+
+
+@pytest.fixture
+def make_request(request_meta: dict[str, Any]) -> MakeRequest:
+    """`make_request(method, params=None, id=1, **meta_overrides)`: a raw, well-formed request.
+
+    Keyword arguments are extra `_meta` entries (use the full key via `**{key: value}`).
+    """
+
+    def make(
+        method: str, params: dict[str, Any] | None = None, id: jsonrpc.RequestId = 1, **meta: Any
+    ) -> dict[str, Any]:
+        body = dict(params or {})
+        body["_meta"] = {**request_meta, **meta}
+        return jsonrpc.request(id, method, body)
+
+    return make
