@@ -7,14 +7,23 @@ callables that each do one unit of work against a fixture they already built.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import math
 import socket
 import statistics
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -83,6 +92,27 @@ class Sample:
 # --- timing -----------------------------------------------------------------
 
 
+@contextmanager
+def frozen_heap(enabled: bool = True) -> Iterator[None]:
+    """Keep the collector off everything allocated before the block (`gc.freeze`).
+
+    A benchmark process holds both SDKs, their servers and clients: a full
+    collection walks all of it (tens of ms on a small machine, several times
+    what a process serving one SDK would walk), and would land on whichever
+    contender happens to be running. Frozen objects are skipped; everything
+    the contenders allocate while timed is still collected as usual.
+    """
+    if not enabled:
+        yield
+        return
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 async def time_batch(op: AsyncOp, n: int) -> float:
     """Seconds per op over `n` back-to-back awaits of `op`."""
     start = time.perf_counter()
@@ -104,13 +134,23 @@ async def measure(op: AsyncOp, *, n: int, reps: int, warmup: int, name: str = ""
     return (await alternate({name: op}, n=n, reps=reps, warmup=warmup))[name]
 
 
+BatchSize = int | Mapping[str, int]
+"""Ops per timed batch: one count for every contender, or one per contender name."""
+
+
+def _batch_size(n: BatchSize, name: str) -> int:
+    return n if isinstance(n, int) else n[name]
+
+
 async def alternate(
-    contenders: Mapping[str, AsyncOp], *, n: int, reps: int, warmup: int
+    contenders: Mapping[str, AsyncOp], *, n: BatchSize, reps: int, warmup: int
 ) -> dict[str, Sample]:
     """Time several async contenders, interleaving their repetitions.
 
     Each repetition runs one batch per contender, rotating who goes first, so
     slow drift (thermal, GC pressure, a noisy neighbour) lands on all of them.
+    `n` may differ per contender (see `calibrate`), so a contender ten times
+    faster still gets batches long enough to time.
     """
     names = list(contenders)
     for name in names:
@@ -120,12 +160,13 @@ async def alternate(
     for rep in range(reps):
         shift = rep % len(names)
         for name in names[shift:] + names[:shift]:
-            samples[name].per_op.append(await time_batch(contenders[name], n))
+            batch = _batch_size(n, name)
+            samples[name].per_op.append(await time_batch(contenders[name], batch))
     return samples
 
 
 def alternate_sync(
-    contenders: Mapping[str, SyncOp], *, n: int, reps: int, warmup: int
+    contenders: Mapping[str, SyncOp], *, n: BatchSize, reps: int, warmup: int
 ) -> dict[str, Sample]:
     """`alternate` for synchronous ops (no event-loop overhead in the timing)."""
     names = list(contenders)
@@ -136,8 +177,38 @@ def alternate_sync(
     for rep in range(reps):
         shift = rep % len(names)
         for name in names[shift:] + names[:shift]:
-            samples[name].per_op.append(time_batch_sync(contenders[name], n))
+            batch = _batch_size(n, name)
+            samples[name].per_op.append(time_batch_sync(contenders[name], batch))
     return samples
+
+
+async def calibrate(
+    op: AsyncOp, *, batch_seconds: float, warmup_seconds: float, min_ops: int = 3
+) -> int:
+    """Warm `op` up for about `warmup_seconds` (at least `min_ops` calls), then return how
+    many ops make a batch of about `batch_seconds`, judged from the second half of the
+    warm-up (the first half pays for caches, JIT-like specialisation and connection setup)."""
+    times: list[float] = []
+    deadline = time.perf_counter() + warmup_seconds
+    while len(times) < min_ops or (time.perf_counter() < deadline and len(times) < 100_000):
+        start = time.perf_counter()
+        await op()
+        times.append(time.perf_counter() - start)
+    per_op = statistics.median(times[len(times) // 2 :])
+    return max(1, round(batch_seconds / per_op)) if per_op > 0 else 1
+
+
+def calibrate_sync(
+    op: SyncOp, *, batch_seconds: float, warmup_seconds: float, min_ops: int = 3
+) -> int:
+    """`calibrate` for synchronous ops; timed in groups so clock reads stay negligible."""
+    group = 100
+    per_group: list[float] = []
+    deadline = time.perf_counter() + warmup_seconds
+    while len(per_group) < min_ops or (time.perf_counter() < deadline and len(per_group) < 10_000):
+        per_group.append(time_batch_sync(op, group))
+    per_op = statistics.median(per_group[len(per_group) // 2 :])
+    return max(1, round(batch_seconds / per_op)) if per_op > 0 else 1
 
 
 @dataclass
@@ -154,12 +225,18 @@ class ConcurrencyResult:
 
 
 async def run_concurrent(
-    workers: Sequence[AsyncOp], *, duration: float, max_ops_per_worker: int = 100_000
+    workers: Sequence[AsyncOp],
+    *,
+    duration: float,
+    max_ops_per_worker: int = 100_000,
+    latencies_out: list[float] | None = None,
 ) -> ConcurrencyResult:
     """Run every worker in a loop until `duration` elapses; stops by itself.
 
     Each worker owns its own client, so this measures the server and the
     client stacks under contention rather than one shared connection pool.
+    `latencies_out`, when given, receives every successful op's latency, so
+    several runs can be pooled into one distribution.
     """
     latencies: list[float] = []
     errors = 0
@@ -181,6 +258,8 @@ async def run_concurrent(
     start = time.perf_counter()
     await asyncio.gather(*(loop(op) for op in workers))
     elapsed = time.perf_counter() - start
+    if latencies_out is not None:
+        latencies_out.extend(latencies)
     return ConcurrencyResult(
         workers=len(workers),
         duration_s=elapsed,
@@ -197,19 +276,29 @@ async def run_concurrent(
 
 @dataclass
 class Row:
-    """One table line: a workload's median for each side, in `unit`s."""
+    """One table line: a workload's median for each side, in `unit`s.
+
+    `higher_is_better` marks rates (ops/s, flows/s), whose ratio is taken the
+    other way round so that a ratio above 1 always means ours is better.
+    """
 
     workload: str
     official: float | None
     ours: float | None
     unit: str = "us"
+    higher_is_better: bool = False
 
     @property
     def ratio(self) -> float | None:
-        """official/ours: above 1 means ours is faster for time-like units."""
-        if self.official is None or self.ours is None or self.ours == 0:
+        """official/ours (ours/official for rates): above 1 means ours is better."""
+        if self.official is None or self.ours is None:
             return None
-        return self.official / self.ours
+        num, den = (
+            (self.ours, self.official) if self.higher_is_better else (self.official, self.ours)
+        )
+        if den == 0 or math.isnan(num) or math.isnan(den):
+            return None
+        return num / den
 
 
 _SCALE = {"s": 1.0, "ms": 1e3, "us": 1e6}
@@ -222,12 +311,12 @@ def _fmt(value: float | None, unit: str) -> str:
 
 
 def format_table(rows: Sequence[Row]) -> str:
-    """Plain-text table of medians with an official/ours ratio column.
+    """Plain-text table of medians with a ratio column (see `Row.ratio`).
 
     Values are stored in seconds for time units ("s", "ms", "us") and scaled
     on display; any other unit (ops/s, bytes) is printed as stored.
     """
-    header = ("workload", "unit", "official", "ours", "official/ours")
+    header = ("workload", "unit", "official", "ours", "ratio")
     body = [
         (
             r.workload,
@@ -270,6 +359,9 @@ def uvicorn_config(app: Any, port: int, *, lifespan: LifespanMode = "auto") -> u
         host=LOOPBACK,
         port=port,
         log_level="warning",
+        # Off as in `mrtr`'s own `serve_http`: even with nothing logged at this level,
+        # uvicorn formats the access-log arguments (client address, quoted path) per response.
+        access_log=False,
         loop="uvloop",
         http="httptools",
         lifespan=lifespan,

@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from mrtr import (
     AudioContent,
@@ -162,6 +164,53 @@ def test_trigger_prompt_change() -> str:
     """Announces a prompts list change to subscribed clients."""
     server.notify_prompts_changed()
     return "Prompts list change announced"
+
+
+# JSON Schema 2020-12 keywords survive untouched when a tool declares its own input schema.
+SCHEMA_2020_12: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
+@server.tool(input_schema=SCHEMA_2020_12)
+def json_schema_2020_12_tool(
+    name: str | None = None,
+    address: dict[str, str] | None = None,
+    contactMethod: str | None = None,  # noqa: N803
+    phone: str | None = None,
+    email: str | None = None,
+) -> str:
+    """Declares its input schema with JSON Schema 2020-12 keywords."""
+    return "ok"
+
+
+@server.tool()
+def test_custom_header(
+    region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})],
+    query: str = "",
+) -> str:
+    """Mirrors its region argument into the Mcp-Param-Region HTTP header."""
+    return f"region={region}"
 
 
 # --- MRTR tools ----------------------------------------------------------------------------

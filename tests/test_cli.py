@@ -15,6 +15,8 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any, Literal
 
@@ -449,15 +451,29 @@ def test_serve_answers_over_stdio() -> None:
             },
         },
     }
-    done = run_cli(
-        "serve",
-        "tests/servers/cli_server.py:server",
-        "--transport",
-        "stdio",
-        stdin=json.dumps(request) + "\n",
-    )
-    assert done.returncode == 0, done.stderr
-    (line,) = done.stdout.splitlines()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mrtr.cli", "serve", "tests/servers/cli_server.py:server",
+         "--transport", "stdio"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env, cwd=ROOT,
+    )  # fmt: skip
+    assert process.stdin and process.stdout and process.stderr
+    try:
+        process.stdin.write(json.dumps(request) + "\n")
+        process.stdin.flush()
+        # stdin stays open until the answer is in: end of input tells the server to stop.
+        with ThreadPoolExecutor(1) as pool:
+            reading = pool.submit(process.stdout.readline)
+            try:
+                line = reading.result(timeout=TIMEOUT)
+            except FutureTimeout:
+                process.kill()  # unblocks the read; the test fails below
+                raise
+    finally:
+        process.stdin.close()
+        process.wait(timeout=TIMEOUT)
+    assert process.returncode == 0, process.stderr.read()
     response = json.loads(line)
     assert response["id"] == 7
     assert response["result"]["structuredContent"] == {"result": 5}

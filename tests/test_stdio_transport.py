@@ -367,6 +367,7 @@ async def test_close_reaps_a_server_that_exits_on_stdin_eof() -> None:
     assert transport.returncode == 0  # it exited by itself on EOF: no signal needed
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 async def test_close_terminates_a_server_that_ignores_stdin_eof(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

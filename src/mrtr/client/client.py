@@ -603,7 +603,9 @@ class Client:
         method = message.get("method")
         params = message.get("params") or {}
         if method == "notifications/progress":
-            callback = self._progress.get(params.get("progressToken"))
+            token = params.get("progressToken")
+            valid = isinstance(token, str | int)
+            callback = self._progress.get(token) if valid else None  # type: ignore[arg-type]
             if callback is not None:
                 outcome = callback(params.get("progress", 0), params.get("total"), params.get("message"))
                 if inspect.isawaitable(outcome):

@@ -38,6 +38,8 @@ _SENTINEL_PREFIX = "=?base64?"
 _SENTINEL_SUFFIX = "?="
 _TCHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _PRIMITIVES = frozenset(("string", "integer", "boolean"))
+# RFC 9110 field values: visible ASCII, space and tab (obs-text is not accepted).
+_NOT_FIELD_CHAR = re.compile(rb"[^\t\x20-\x7e]")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\Z")
 # Keywords whose value is a map of name -> subschema, and those whose value is a subschema (or a
 # list of them). Annotations are looked for only where a schema can be, never in `const`,
@@ -111,9 +113,8 @@ def decode_value(raw: bytes) -> str:
     `ValueError` saying why for characters a header value may not hold, or bad Base64/UTF-8.
     """
     raw = raw.strip(b" \t")
-    for byte in raw:
-        if (byte < 0x20 and byte != 0x09) or byte > 0x7E:
-            raise ValueError("contains characters not allowed in a header value")
+    if _NOT_FIELD_CHAR.search(raw) is not None:
+        raise ValueError("contains characters not allowed in a header value")
     text = raw.decode("ascii")
     if (
         len(text) >= len(_SENTINEL_PREFIX) + len(_SENTINEL_SUFFIX)

@@ -28,6 +28,7 @@ from typing import Any
 
 import aiohttp
 import orjson
+from multidict import CIMultiDict
 from yarl import URL
 
 from ..protocol import meta as meta_keys
@@ -73,9 +74,10 @@ class HTTPTransport:
         self.url = URL(url)
         self.max_reissues = max_reissues
         self._timeout = timeout
-        self._base_headers = {"Content-Type": "application/json", "Accept": _ACCEPT}
-        if headers:
-            self._base_headers.update(headers)
+        # Case-insensitive, so a user header can never duplicate one the protocol sets.
+        self._base_headers: CIMultiDict[str] = CIMultiDict(headers or {})
+        self._base_headers["Content-Type"] = "application/json"
+        self._base_headers["Accept"] = _ACCEPT
         self._session: aiohttp.ClientSession | None = None
         self._on_notification: NotificationHandler | None = None
         self._exchange_timeout = aiohttp.ClientTimeout(total=timeout if timeout > 0 else None)
@@ -89,6 +91,7 @@ class HTTPTransport:
     # --- ClientTransport ---------------------------------------------------------------------
 
     async def connect(self, on_notification: NotificationHandler) -> None:
+        """Open the connection pool; notifications from response streams go to the handler."""
         self._on_notification = on_notification
         if self._session is None:
             self._session = aiohttp.ClientSession(
@@ -97,6 +100,7 @@ class HTTPTransport:
             )
 
     async def close(self) -> None:
+        """Close the pool (and with it any response still streaming)."""
         session, self._session = self._session, None
         if session is not None:
             await session.close()
@@ -123,6 +127,10 @@ class HTTPTransport:
                     raise _http_error(response, body, str(message.get("method")))
         except aiohttp.ClientError as exc:
             raise McpError(CONNECTION_CLOSED, f"could not send to {self.url}: {exc}") from None
+        except TimeoutError:
+            raise McpError(
+                REQUEST_TIMEOUT, f"{message.get('method')}: no answer within {self._timeout:g} s"
+            ) from None
 
     # --- one request -------------------------------------------------------------------------
 
@@ -135,7 +143,9 @@ class HTTPTransport:
         session = self._require_session()
         method = str(message.get("method"))
         headers = self._headers_for(message)
-        limits = self._stream_timeout if method == "subscriptions/listen" else None
+        limits = (
+            self._stream_timeout if method == "subscriptions/listen" else self._exchange_timeout
+        )
         sent = message
         for attempt in range(self.max_reissues + 1):
             try:
@@ -159,8 +169,8 @@ class HTTPTransport:
         self,
         session: aiohttp.ClientSession,
         message: dict[str, Any],
-        headers: dict[str, str],
-        limits: aiohttp.ClientTimeout | None,
+        headers: CIMultiDict[str],
+        limits: aiohttp.ClientTimeout,
     ) -> dict[str, Any]:
         method = str(message.get("method"))
         try:
@@ -240,8 +250,8 @@ class HTTPTransport:
 
     # --- headers -----------------------------------------------------------------------------
 
-    def _headers_for(self, message: dict[str, Any]) -> dict[str, str]:
-        headers = dict(self._base_headers)
+    def _headers_for(self, message: dict[str, Any]) -> CIMultiDict[str]:
+        headers = self._base_headers.copy()
         method = message.get("method")
         if isinstance(method, str):
             headers[mcp_headers.METHOD] = method

@@ -9,11 +9,13 @@ open. Closing a response stream, or the connection, cancels the request's handle
 
 Checks, in order, each with the status the spec gives and a JSON-RPC error body a person can
 act on: path (404), HTTP method (405), `Origin` against the allowlist (403; localhost only by
-default, against DNS rebinding), `Content-Type` (415), `Accept` (406), body size (413), JSON
-(400, -32700), JSON-RPC shape (400, -32600), and the request metadata headers against the body
-(400, -32020 HeaderMismatch; see `headers.py`). Errors from the dispatcher keep their JSON-RPC
-code and get the status the spec ties to it (400 for -32602/-32020/-32021/-32022, 404 for
--32601); any other error is a normal JSON-RPC answer with 200.
+default, against DNS rebinding) and `Host` when an allowlist is given (403), `Content-Type`
+(415), `Accept` (406; no header means anything goes, and a client that takes JSON but not SSE
+gets JSON with its notifications dropped), body size (413), JSON (400, -32700), JSON-RPC shape
+(400, -32600), and the request metadata headers against the body (400, -32020 HeaderMismatch;
+see `headers.py`). Errors from the dispatcher keep their JSON-RPC code and get the status the
+spec ties to it (400 for -32600/-32602/-32020/-32021/-32022, 404 for -32601); any other error
+is a normal JSON-RPC answer with 200. A notification is accepted with 202 and no body.
 
 The handler's `transport_info` is the request's ASGI scope (headers, client address...), for
 `ServerOptions.principal`.

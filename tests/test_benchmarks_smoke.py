@@ -1,0 +1,118 @@
+"""Smoke test for `benchmarks/run.py`: with tiny counts it runs every workload for both SDKs
+and writes the JSON report. No timing is asserted (machines are noisy); only that each
+workload produced positive numbers for both sides and that every flow it ran succeeded."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp", reason="install benchmarks/requirements.txt to compare with the SDK")
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = {
+    "inproc_mrtr_flow",
+    "http_mrtr_flow",
+    "stdio_mrtr_flow",
+    "http_plain_call",
+    "seal_verify",
+    "state_round",
+    "growth",
+    "concurrency",
+}
+
+
+def _numbers(value: Any, key: str = "") -> Iterator[tuple[str, float]]:
+    """Every number in a nested JSON value, with the key it sits under."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int | float):
+        yield key, float(value)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _numbers(v, k)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _numbers(v, key)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    out = tmp_path_factory.mktemp("bench") / "bench.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "run.py"),
+            "--quick",
+            "--no-install",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,  # a failure guard only; the quick run takes seconds
+        cwd=out.parent,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(out.read_text()), proc.stdout
+
+
+def test_every_workload_has_positive_numbers_for_both_sdks(
+    report: tuple[dict[str, Any], str],
+) -> None:
+    data, _ = report
+    assert set(data["workloads"]) == WORKLOADS
+    for name, workload in data["workloads"].items():
+        for side in ("official", "ours"):
+            numbers = list(_numbers(workload[side]))
+            assert numbers, f"{name}: nothing measured for {side}"
+            bad = [
+                (key, x)
+                for key, x in numbers
+                if key != "errors" and not (math.isfinite(x) and x > 0)
+            ]
+            assert not bad, f"{name}/{side}: non-positive numbers {bad}"
+
+
+def test_the_http_floor_and_both_official_forms_are_measured(
+    report: tuple[dict[str, Any], str],
+) -> None:
+    workloads = report[0]["workloads"]
+    assert workloads["http_mrtr_flow"]["reference"]["aiohttp_two_posts"]["median_s"] > 0
+    for name in ("inproc_mrtr_flow", "http_mrtr_flow", "stdio_mrtr_flow", "http_plain_call"):
+        assert set(workloads[name]["official"]) == {"mcpserver", "lowlevel"}, name
+
+
+def test_growth_covers_the_same_ks_and_rounds_for_both_sdks(
+    report: tuple[dict[str, Any], str],
+) -> None:
+    growth = report[0]["workloads"]["growth"]
+    ks = set(growth["ours"]["mrtr"]["flows"])
+    assert {"k=1", "k=10"} <= ks
+    for form in ("mcpserver", "lowlevel"):
+        assert set(growth["official"][form]["flows"]) == ks
+        # One state per input-required round of the largest k, on each side.
+        assert len(growth["official"][form]["state_chars"]) == 10
+    assert len(growth["ours"]["mrtr"]["state_chars"]) == 10
+
+
+def test_concurrent_flows_all_succeed(report: tuple[dict[str, Any], str]) -> None:
+    concurrency = report[0]["workloads"]["concurrency"]
+    for side in ("official", "ours"):
+        for variant, result in concurrency[side].items():
+            assert result["errors"] == 0, f"{side}/{variant}: {result['errors']} failed flows"
+            assert result["flows"] > 0
+
+
+def test_the_table_and_targets_are_printed(report: tuple[dict[str, Any], str]) -> None:
+    data, stdout = report
+    assert "in-process MRTR flow vs MCPServer" in stdout
+    assert "targets:" in stdout
+    assert data["targets"] and all(isinstance(t["met"], bool) for t in data["targets"])
