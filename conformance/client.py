@@ -131,8 +131,11 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     if scenario not in SCENARIOS or len(sys.argv) < 2:
-        print(f"usage: MCP_CONFORMANCE_SCENARIO=<one of {sorted(SCENARIOS)}> "
-              f"{sys.argv[0]} <server-url>", file=sys.stderr)
+        print(
+            f"usage: MCP_CONFORMANCE_SCENARIO=<one of {sorted(SCENARIOS)}> "
+            f"{sys.argv[0]} <server-url>",
+            file=sys.stderr,
+        )
         return 2
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     asyncio.run(run(scenario, sys.argv[-1], context))

@@ -39,10 +39,18 @@ PNG = base64.b64encode(
     )
 ).decode()
 WAV = base64.b64encode(
-    b"RIFF" + (36).to_bytes(4, "little") + b"WAVEfmt " + (16).to_bytes(4, "little")
-    + (1).to_bytes(2, "little") + (1).to_bytes(2, "little") + (8000).to_bytes(4, "little")
-    + (8000).to_bytes(4, "little") + (1).to_bytes(2, "little") + (8).to_bytes(2, "little")
-    + b"data" + (0).to_bytes(4, "little")
+    b"RIFF"
+    + (36).to_bytes(4, "little")
+    + b"WAVEfmt "
+    + (16).to_bytes(4, "little")
+    + (1).to_bytes(2, "little")
+    + (1).to_bytes(2, "little")
+    + (8000).to_bytes(4, "little")
+    + (8000).to_bytes(4, "little")
+    + (1).to_bytes(2, "little")
+    + (8).to_bytes(2, "little")
+    + b"data"
+    + (0).to_bytes(4, "little")
 ).decode()
 
 
@@ -196,7 +204,7 @@ SCHEMA_2020_12: dict[str, Any] = {
 def json_schema_2020_12_tool(
     name: str | None = None,
     address: dict[str, str] | None = None,
-    contactMethod: str | None = None,  # noqa: N803
+    contactMethod: str | None = None,
     phone: str | None = None,
     email: str | None = None,
 ) -> str:
@@ -307,7 +315,7 @@ def test_prompt_with_arguments(arg1: str, arg2: str) -> str:
 
 
 @server.prompt()
-def test_prompt_with_embedded_resource(resourceUri: str) -> list[PromptMessage]:  # noqa: N803
+def test_prompt_with_embedded_resource(resourceUri: str) -> list[PromptMessage]:
     """A prompt that embeds a resource."""
     return [
         PromptMessage(
@@ -320,7 +328,9 @@ def test_prompt_with_embedded_resource(resourceUri: str) -> list[PromptMessage]:
                 )
             ),
         ),
-        PromptMessage(role="user", content=TextContent(text="Please process the embedded resource above.")),
+        PromptMessage(
+            role="user", content=TextContent(text="Please process the embedded resource above.")
+        ),
     ]
 
 
@@ -336,7 +346,11 @@ def test_prompt_with_image() -> list[PromptMessage]:
 @server.prompt()
 async def test_input_required_result_prompt(ctx: RequestContext) -> str:
     """A prompt that asks the user for context first."""
-    schema = {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}
+    schema = {
+        "type": "object",
+        "properties": {"context": {"type": "string"}},
+        "required": ["context"],
+    }
     answer = await ctx.elicit("What context should the prompt use?", schema, key="user_context")
     return f"Use this context: {(answer.content or {}).get('context')}"
 

@@ -122,7 +122,9 @@ def elicit_request(
         return make_input_request_for_elicitation(
             ElicitRequestParams(message=message, mode="url", url=url)
         )
-    schema = requested_schema if requested_schema is not None else {"type": "object", "properties": {}}
+    schema = (
+        requested_schema if requested_schema is not None else {"type": "object", "properties": {}}
+    )
     return make_input_request_for_elicitation(
         ElicitRequestParams(message=message, requested_schema=schema)
     )

@@ -249,7 +249,7 @@ class Client:
         params: Mapping[str, Any] | None = None,
         *,
         meta: Mapping[str, Any] | None = None,
-        timeout: float | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-request bound, applied below
     ) -> dict[str, Any]:
         """Send one request with the required `_meta` and return its raw result.
 
@@ -316,9 +316,7 @@ class Client:
 
     async def list_prompts(self, cursor: str | None = None) -> ListPromptsResult:
         """One page of prompts."""
-        return ListPromptsResult.model_validate(
-            await self.request("prompts/list", _cursor(cursor))
-        )
+        return ListPromptsResult.model_validate(await self.request("prompts/list", _cursor(cursor)))
 
     async def list_resources(self, cursor: str | None = None) -> ListResourcesResult:
         """One page of resources."""
@@ -363,8 +361,14 @@ class Client:
         if arguments is not None:
             params["arguments"] = dict(arguments)
         return await self._mrtr(
-            "tools/call", name, params, CallToolResult, input_responses, request_state,
-            progress_callback, meta,
+            "tools/call",
+            name,
+            params,
+            CallToolResult,
+            input_responses,
+            request_state,
+            progress_callback,
+            meta,
         )
 
     async def get_prompt(
@@ -381,7 +385,13 @@ class Client:
         if arguments is not None:
             params["arguments"] = dict(arguments)
         return await self._mrtr(
-            "prompts/get", name, params, GetPromptResult, input_responses, request_state, None,
+            "prompts/get",
+            name,
+            params,
+            GetPromptResult,
+            input_responses,
+            request_state,
+            None,
             meta,
         )
 
@@ -395,8 +405,14 @@ class Client:
     ) -> ReadResourceResult:
         """Read a resource, answering the server's questions."""
         return await self._mrtr(
-            "resources/read", uri, {"uri": uri}, ReadResourceResult, input_responses,
-            request_state, None, meta,
+            "resources/read",
+            uri,
+            {"uri": uri},
+            ReadResourceResult,
+            input_responses,
+            request_state,
+            None,
+            meta,
         )
 
     async def _mrtr(
@@ -511,7 +527,12 @@ class Client:
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "%s %r round %d: asked %s, state %d chars, %.1f ms",
-                method, target, info.round, list(info.keys), info.state_size, info.elapsed * 1000,
+                method,
+                target,
+                info.round,
+                list(info.keys),
+                info.state_size,
+                info.elapsed * 1000,
             )
 
     async def _resolve(self, requests: Any) -> dict[str, Any]:
@@ -519,7 +540,7 @@ class Client:
         if not isinstance(requests, dict):
             raise McpError(INTERNAL_ERROR, "inputRequests from the server is not an object")
         if len(requests) == 1:
-            (key, request), = requests.items()
+            ((key, request),) = requests.items()
             return {key: await self._answer(key, request)}
         try:
             async with asyncio.TaskGroup() as group:
@@ -557,8 +578,10 @@ class Client:
             params = _PARAMS_MODELS[method].model_validate(request.get("params") or {})
         except Exception as exc:
             raise InputHandlerError(
-                INTERNAL_ERROR, f"input request {key!r} ({method}) has invalid params: {exc}",
-                key, method,
+                INTERNAL_ERROR,
+                f"input request {key!r} ({method}) has invalid params: {exc}",
+                key,
+                method,
             ) from None
         try:
             answer = handler(params)
@@ -607,7 +630,8 @@ class Client:
             valid = isinstance(token, str | int)
             callback = self._progress.get(token) if valid else None  # type: ignore[arg-type]
             if callback is not None:
-                outcome = callback(params.get("progress", 0), params.get("total"), params.get("message"))
+                progress, total = params.get("progress", 0), params.get("total")
+                outcome = callback(progress, total, params.get("message"))
                 if inspect.isawaitable(outcome):
                     await outcome
         elif method == "notifications/message":

@@ -62,9 +62,8 @@ class ServerConnection:
             task = asyncio.create_task(self._run(message))
             self._tasks[request_id] = task
             task.add_done_callback(functools.partial(self._forget, request_id))
-        elif kind == "notification":
-            if message["method"] == "notifications/cancelled":
-                self._cancel(message.get("params") or {})
+        elif kind == "notification" and message["method"] == "notifications/cancelled":
+            self._cancel(message.get("params") or {})
 
     def _forget(self, request_id: jsonrpc.RequestId, _task: asyncio.Task[None]) -> None:
         self._tasks.pop(request_id, None)

@@ -221,7 +221,11 @@ class RequestContext:
         return {k: q for k, q in self._questions.items() if q.answer() is MISSING}
 
     def question(
-        self, request: InputRequest, *, key: str | None = None, convert: Callable[[str, Any], T] | None = None
+        self,
+        request: InputRequest,
+        *,
+        key: str | None = None,
+        convert: Callable[[str, Any], T] | None = None,
     ) -> Question[T]:
         """Ask any input request; awaiting the question gives the answer (see `replay.py`)."""
         return self._ask(request.method, request.params, key, convert)
@@ -237,9 +241,13 @@ class RequestContext:
         return Question(self, self._key(method, key), method, params, conv)
 
     @overload
-    def elicit(self, request: ElicitRequestParams, *, key: str | None = None) -> Question[ElicitResult]: ...
+    def elicit(
+        self, request: ElicitRequestParams, *, key: str | None = None
+    ) -> Question[ElicitResult]: ...
     @overload
-    def elicit(self, request: str, schema: type[M], *, key: str | None = None) -> Question[ElicitResultTyped[M]]: ...
+    def elicit(
+        self, request: str, schema: type[M], *, key: str | None = None
+    ) -> Question[ElicitResultTyped[M]]: ...
     @overload
     def elicit(
         self, request: str, schema: dict[str, Any], *, key: str | None = None
@@ -269,7 +277,9 @@ class RequestContext:
             }
             return self._ask(ELICITATION_CREATE, params, key)
         form = ElicitRequestParams(
-            message=request, mode="form", requested_schema=_schema_of(schema)  # type: ignore[arg-type]
+            message=request,
+            mode="form",
+            requested_schema=_schema_of(schema),  # type: ignore[arg-type]
         )
         return self.question(
             make_input_request_for_elicitation(form),
@@ -277,7 +287,9 @@ class RequestContext:
             convert=typed_elicit_converter(schema),  # type: ignore[arg-type]
         )
 
-    def elicit_url(self, message: str, url: str, *, key: str | None = None) -> Question[ElicitResult]:
+    def elicit_url(
+        self, message: str, url: str, *, key: str | None = None
+    ) -> Question[ElicitResult]:
         """Send the user to `url` (URL mode) and learn whether they went through with it."""
         params = ElicitRequestParams(message=message, mode="url", url=url)
         return self.question(make_input_request_for_elicitation(params), key=key)
@@ -327,6 +339,8 @@ class RequestContext:
         try:
             recorded = orjson.loads(orjson.dumps(value))
         except TypeError as exc:
-            raise TypeError(f"ctx.once({key!r}): the result must be JSON-serializable: {exc}") from None
+            raise TypeError(
+                f"ctx.once({key!r}): the result must be JSON-serializable: {exc}"
+            ) from None
         store[key] = recorded
         return recorded

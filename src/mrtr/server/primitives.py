@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from ..inputs import InputRequiredResult
 from ..protocol.types import (
+    BlobResourceContents,
     CallToolResult,
     ContentBlock,
     GetPromptResult,
@@ -24,7 +25,6 @@ from ..protocol.types import (
     PromptMessage,
     ReadResourceResult,
     TextResourceContents,
-    BlobResourceContents,
     ToolAnnotations,
 )
 from .signature import AnyFunction, FunctionSignature, OutputShape
@@ -130,14 +130,25 @@ class ToolEntry:
             return {"content": [{"type": "text", "text": value}]}
         if self.output.adapter is not None:
             structured = self.output.structured(value)
-            text = value if isinstance(value, str) else _json_text(structured if not self.output.wrap else structured["result"])
+            text = (
+                value
+                if isinstance(value, str)
+                else _json_text(structured if not self.output.wrap else structured["result"])
+            )
             return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
         if value is None:
             return {"content": []}
         if isinstance(value, BaseModel):
             data = value.model_dump(mode="json", by_alias=True, exclude_none=True)
-            return {"content": [{"type": "text", "text": _json_text(data)}], "structuredContent": data}
-        return {"content": [{"type": "text", "text": value if isinstance(value, str) else _json_text(value)}]}
+            return {
+                "content": [{"type": "text", "text": _json_text(data)}],
+                "structuredContent": data,
+            }
+        return {
+            "content": [
+                {"type": "text", "text": value if isinstance(value, str) else _json_text(value)}
+            ]
+        }
 
 
 class PromptEntry:
@@ -261,9 +272,13 @@ class ResourceEntry:
             missing = set(self.signature.required) - set(self.template.variables)
             if missing:
                 raise TypeError(
-                    f"resource template {uri!r}: parameters {sorted(missing)} are not template variables"
+                    f"resource template {uri!r}: parameters {sorted(missing)} "
+                    "are not template variables"
                 )
-        wire: dict[str, Any] = {"uriTemplate" if template else "uri": uri, "name": name or fn.__name__}
+        wire: dict[str, Any] = {
+            "uriTemplate" if template else "uri": uri,
+            "name": name or fn.__name__,
+        }
         if title:
             wire["title"] = title
         doc = _doc(fn, description)

@@ -62,7 +62,9 @@ def question_digest(method: str, params: dict[str, Any]) -> str:
     """A short, stable digest of a question (method + canonical params)."""
     raw = orjson.dumps([method, params], option=orjson.OPT_SORT_KEYS)
     # Only ever compared, inside the sealed state: any compact alphabet will do.
-    return binascii.b2a_base64(hashlib.blake2b(raw, digest_size=12).digest(), newline=False).decode()
+    return binascii.b2a_base64(
+        hashlib.blake2b(raw, digest_size=12).digest(), newline=False
+    ).decode()
 
 
 def validate_answer(key: str, method: str, value: Any) -> pydantic.BaseModel:

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from ..deadline import Deadline
-from ..inputs import INPUT_METHODS, InputRequest, InputRequiredResult
 from ..protocol import jsonrpc
 from ..protocol import meta as meta_keys
 from ..protocol.errors import (
@@ -23,9 +20,7 @@ from ..protocol.errors import (
     METHOD_NOT_FOUND,
     McpError,
     invalid_params,
-    invalid_request_state,
     method_not_found,
-    missing_client_capability,
     unsupported_protocol_version,
 )
 from ..protocol.types import Icon, Implementation, ToolAnnotations
@@ -33,16 +28,8 @@ from ..protocol.versions import SUPPORTED_PROTOCOL_VERSIONS
 from .context import NotifySink, RequestContext
 from .options import ServerOptions
 from .primitives import PromptEntry, ResourceEntry, ToolEntry
-from .replay import RoundState, only_pending, question_digest
-from .request_state import (
-    InvalidRequestState,
-    RequestStateKeyRing,
-    StateBinding,
-    VerifiedState,
-    digest_arguments,
-    mint_request_state,
-    verify_request_state,
-)
+from .replay import only_pending
+from .rounds import RoundKeeper
 from .signature import ValidationFailure
 from .subscriptions import (
     PROMPTS_LIST_CHANGED,
@@ -96,7 +83,10 @@ class Server:
         self.options = options or ServerOptions()
         self.instructions = instructions or self.options.instructions
         self.info = Implementation(
-            name=name, version=version, title=title, website_url=website_url,
+            name=name,
+            version=version,
+            title=title,
+            website_url=website_url,
             icons=list(icons) if icons else None,
         )
         self._server_info = self.info.to_wire()
@@ -105,19 +95,7 @@ class Server:
         self._resources: dict[str, ResourceEntry] = {}
         self._templates: list[ResourceEntry] = []
         self._completion: Callable[..., Any] | None = None
-        self._key_ring = (
-            RequestStateKeyRing(self.options.request_state_key)
-            # A custom verifier replaces verification only: the key still seals.
-            if self.options.request_state_verifier is None
-            or self.options.request_state_key is not None
-            else None
-        )
-        if self._key_ring is not None and self._key_ring.random:
-            logger.info(
-                "server %r seals requestState with a random per-process key; configure "
-                "ServerOptions.request_state_key for multi-instance deployments",
-                name,
-            )
+        self._rounds = RoundKeeper(name, self.options)
         self._methods: dict[str, Handler] = {
             "server/discover": self._discover,
             "tools/list": self._list_tools,
@@ -151,8 +129,15 @@ class Server:
 
         def register(fn: F) -> F:
             entry = ToolEntry(
-                fn, name=name, title=title, description=description, annotations=annotations,
-                icons=icons, meta=meta, input_schema=input_schema, output_schema=output_schema,
+                fn,
+                name=name,
+                title=title,
+                description=description,
+                annotations=annotations,
+                icons=icons,
+                meta=meta,
+                input_schema=input_schema,
+                output_schema=output_schema,
                 structured_output=structured_output,
             )
             self._tools[entry.name] = entry
@@ -198,8 +183,15 @@ class Server:
 
         def register(fn: F) -> F:
             self._resources[uri] = ResourceEntry(
-                fn, uri, name=name, title=title, description=description,
-                mime_type=mime_type, size=size, icons=icons, meta=meta,
+                fn,
+                uri,
+                name=name,
+                title=title,
+                description=description,
+                mime_type=mime_type,
+                size=size,
+                icons=icons,
+                meta=meta,
             )
             self._subscriptions.list_changed(RESOURCES_LIST_CHANGED)
             return fn
@@ -223,8 +215,15 @@ class Server:
         def register(fn: F) -> F:
             self._templates.append(
                 ResourceEntry(
-                    fn, uri_template, template=True, name=name, title=title,
-                    description=description, mime_type=mime_type, icons=icons, meta=meta,
+                    fn,
+                    uri_template,
+                    template=True,
+                    name=name,
+                    title=title,
+                    description=description,
+                    mime_type=mime_type,
+                    icons=icons,
+                    meta=meta,
                 )
             )
             self._subscriptions.list_changed(RESOURCES_LIST_CHANGED)
@@ -412,7 +411,9 @@ class Server:
             result["instructions"] = self.instructions
         return result
 
-    def _page(self, params: dict[str, Any], key: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+    def _page(
+        self, params: dict[str, Any], key: str, items: list[dict[str, Any]]
+    ) -> dict[str, Any]:
         cursor = params.get("cursor")
         start = 0 if cursor is None else _decode_cursor(cursor)
         size = self.options.page_size
@@ -458,18 +459,16 @@ class Server:
         async def invoke(c: RequestContext) -> Any:
             try:
                 return await entry.signature.call(dict(kwargs), c)
-            except (McpError, ValueError, TypeError) as exc:
-                # A question-key misuse is a bug, not a tool outcome; McpError is protocol.
-                if isinstance(exc, McpError):
-                    raise
-                return _ToolFailure(exc)
+            except McpError:
+                raise  # protocol errors (a missing capability, a malformed answer) stay errors
             except Exception as exc:
                 return _ToolFailure(exc)
 
-        value = await self._run_mrtr(ctx, name, arguments, invoke)
+        round_ = self._rounds.round(ctx, name, arguments)
+        value = await round_.run(invoke)
         if isinstance(value, _ToolFailure):
             return _tool_error(f"Error executing tool {name!r}: {value.describe()}")
-        return self._finish(ctx, name, arguments, entry.result(value))
+        return round_.finish(entry.result(value))
 
     async def _get_prompt(self, ctx: RequestContext) -> dict[str, Any]:
         params = ctx.params
@@ -490,10 +489,10 @@ class Server:
         async def invoke(c: RequestContext) -> Any:
             return await entry.signature.call(dict(kwargs), c)
 
-        value = await self._run_mrtr(ctx, name, arguments, invoke, what=f"prompt {name!r}")
+        round_ = self._rounds.round(ctx, name, arguments)
+        value = await round_.run(invoke, what=f"prompt {name!r}")
         # A run stopped at a question has no return value to render.
-        result = {} if ctx.pending() else entry.result(value)
-        return self._finish(ctx, name, arguments, result)
+        return round_.finish({} if ctx.pending() else entry.result(value))
 
     async def _read_resource(self, ctx: RequestContext) -> dict[str, Any]:
         uri = ctx.params.get("uri")
@@ -519,179 +518,12 @@ class Server:
         async def invoke(c: RequestContext) -> Any:
             return await resolved.signature.call(dict(kwargs), c)
 
-        value = await self._run_mrtr(ctx, uri, None, invoke, what=f"resource {uri!r}")
-        result = self._finish(ctx, uri, None, resolved.result(uri, value))
+        round_ = self._rounds.round(ctx, uri, None)
+        value = await round_.run(invoke, what=f"resource {uri!r}")
+        result = round_.finish({} if ctx.pending() else resolved.result(uri, value))
         if result.get("resultType") != "input_required":
             result.setdefault("ttlMs", 0)
             result.setdefault("cacheScope", "private")
-        return result
-
-    # --- MRTR ------------------------------------------------------------------------------
-
-    def _binding(self, ctx: RequestContext, target: str, arguments: Any) -> StateBinding:
-        resolver = self.options.principal
-        principal = resolver(ctx.transport_info) if resolver is not None else None
-        return StateBinding(
-            method=ctx.method,
-            target=target,
-            arguments_digest=digest_arguments(arguments),
-            audience=self.name,
-            principal=principal,
-        )
-
-    async def _verify(self, token: Any, binding: StateBinding) -> VerifiedState:
-        try:
-            if not isinstance(token, str):
-                raise InvalidRequestState("not_a_string")
-            verifier = self.options.request_state_verifier
-            if verifier is None:
-                assert self._key_ring is not None
-                return verify_request_state(self._key_ring, binding, token)
-            verified = verifier(token, binding)
-            if inspect.isawaitable(verified):
-                verified = await verified
-            return verified
-        except InvalidRequestState as exc:
-            cause = exc.cause
-        except Exception as exc:
-            cause = f"verifier raised {type(exc).__name__}"
-        logger.warning(
-            "rejected requestState for %s %r: %s", binding.method, binding.target, cause
-        )
-        raise invalid_request_state()
-
-    async def _run_mrtr(
-        self,
-        ctx: RequestContext,
-        target: str,
-        arguments: Any,
-        invoke: Callable[[RequestContext], Awaitable[Any]],
-        what: str | None = None,
-    ) -> Any:
-        """Run one round of a handler: restore the sealed state, take this round's answers,
-        run (or replay) the handler, and say whether it finished or still needs input."""
-        params = ctx.params
-        token = params.get("requestState")
-        state = ctx._state
-        if token is not None:
-            binding = self._binding(ctx, target, arguments)
-            verified = await self._verify(token, binding)
-            state = RoundState.decode(verified.data, verified.round)
-            ctx._state = state
-        responses = params.get("inputResponses")
-        if responses is not None:
-            if not isinstance(responses, dict):
-                raise invalid_params(
-                    '"inputResponses" must be an object mapping each asked key to its result'
-                )
-            if token is None:
-                state.unsealed = responses
-            else:
-                state.take_responses(responses)
-            ctx.input_responses = responses
-        timeout = self.options.input_required.round_timeout
-        deadline = Deadline(timeout) if timeout > 0 else None
-        try:
-            if deadline is not None:
-                with deadline:
-                    value = await invoke(ctx)
-            else:
-                value = await invoke(ctx)
-        except TimeoutError:
-            if deadline is None or not deadline.expired:
-                raise  # the handler's own TimeoutError, not the round's
-            raise McpError(
-                INTERNAL_ERROR,
-                f"{what or ctx.method} did not finish within round_timeout ({timeout:g} s)",
-            ) from None
-        except BaseException as exc:
-            if not (only_pending(exc) and ctx._questions):
-                if what is not None and not isinstance(exc, McpError | asyncio.CancelledError):
-                    logger.exception("%s failed", what)
-                    raise McpError(INTERNAL_ERROR, f"{what} failed") from None
-                raise
-            value = None
-        return value
-
-    def _finish(
-        self,
-        ctx: RequestContext,
-        target: str,
-        arguments: Any,
-        result: dict[str, Any] | InputRequiredResult,
-    ) -> dict[str, Any]:
-        """Return a complete result as is, or seal and shape an input-required one."""
-        pending = ctx.pending()
-        if pending:
-            requests = {key: (q.method, q.params) for key, q in pending.items()}
-            digests = {key: q.digest for key, q in pending.items()}
-            user = ctx._state.user
-        elif isinstance(result, InputRequiredResult):
-            requests = {k: (r.method, r.params) for k, r in (result.input_requests or {}).items()}
-            digests = {k: question_digest(m, p) for k, (m, p) in requests.items()}
-            user = result.request_state
-        else:
-            return result
-        return self._input_required(ctx, target, arguments, requests, digests, user)
-
-    def _input_required(
-        self,
-        ctx: RequestContext,
-        target: str,
-        arguments: Any,
-        requests: dict[str, tuple[str, dict[str, Any]]],
-        digests: dict[str, str],
-        user: str | None,
-    ) -> dict[str, Any]:
-        missing: dict[str, Any] = {}
-        for key, (method, params) in requests.items():
-            if method not in INPUT_METHODS:
-                logger.error("handler asked %r with unsupported method %r", key, method)
-                raise McpError(INTERNAL_ERROR, f"Internal error while handling {ctx.method}")
-            url_mode = params.get("mode") == "url"
-            if not ctx.client_supports(method, url_mode=url_mode):
-                needed = missing.setdefault(method.split("/")[0], {})
-                if method == "elicitation/create":
-                    needed["url" if url_mode else "form"] = {}
-        if missing.get("elicitation") == {"form": {}}:
-            missing["elicitation"] = {}  # form alone is spelled `{}`, as in the spec's example
-        if missing:
-            raise missing_client_capability(missing)
-        state = ctx._state
-        next_round = state.round + 1
-        limit = self.options.input_required.max_rounds
-        if next_round > limit:
-            raise McpError(
-                INTERNAL_ERROR,
-                f"{ctx.method} {target!r} still needs input after {limit} rounds (max_rounds); "
-                "giving up",
-            )
-        sealed = RoundState(
-            next_round,
-            state.answers,
-            {key: [digests[key], method] for key, (method, _) in requests.items()},
-            state.once,
-            user,
-        )
-        payload = sealed.encode()
-        binding = self._binding(ctx, target, arguments)
-        if self._key_ring is None:
-            raise McpError(
-                INTERNAL_ERROR,
-                "request_state_verifier is set but no request_state_key to seal with",
-            )
-        token = mint_request_state(
-            self._key_ring,
-            binding,
-            payload,
-            round=next_round,
-            ttl=self.options.request_state_ttl,
-        )
-        result: dict[str, Any] = {"resultType": "input_required", "requestState": token}
-        if requests:
-            result["inputRequests"] = {
-                key: {"method": method, "params": params} for key, (method, params) in requests.items()
-            }
         return result
 
     # --- completion ------------------------------------------------------------------------
@@ -784,6 +616,3 @@ def _tool_error(message: str) -> dict[str, Any]:
 
 
 __all__ = ["Server"]
-
-with contextlib.suppress(ImportError):  # pragma: no cover - keeps the name exported for typing
-    pass

@@ -11,7 +11,7 @@ import inspect
 import sys
 import types
 import typing
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, get_args, get_origin
 
 import pydantic

@@ -29,7 +29,9 @@ class UriTemplate:
             groups = []
             for var in var_list:
                 if not var.isidentifier() or var in names:
-                    raise ValueError(f"bad or repeated variable {var!r} in URI template {template!r}")
+                    raise ValueError(
+                        f"bad or repeated variable {var!r} in URI template {template!r}"
+                    )
                 names.append(var)
                 groups.append(f"(?P<{var}>{part})")
             pattern.append(",".join(groups))
