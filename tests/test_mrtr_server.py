@@ -19,6 +19,7 @@ from mrtr import (
     Client,
     ClientOptions,
     ElicitRequestParams,
+    ElicitResult,
     InputRequiredResult,
     McpError,
     RequestContext,
@@ -1076,3 +1077,52 @@ async def test_other_requests_are_served_while_one_waits_for_input() -> None:
         )
     )
     assert done["content"][0]["text"] == "x y"
+
+
+async def test_logs_and_progress_from_replayed_code_are_sent_once() -> None:
+    # Replay rule 7: code before the question the last round asked already ran, so its log
+    # messages and progress notifications reached the client then and are not sent again.
+    server = Server("replay-notes", options=ServerOptions(request_state_key=KEY))
+    replaying: list[tuple[int, str, bool]] = []
+
+    @server.tool()
+    async def steps(ctx: RequestContext) -> str:
+        replaying.append((ctx.round, "start", ctx.replaying))
+        await ctx.log("info", "before")
+        await ctx.report_progress(1, 3)
+        first = await ctx.elicit("First?", NAME_SCHEMA, key="first")
+        replaying.append((ctx.round, "after first", ctx.replaying))
+        await ctx.log("info", "between")
+        await ctx.report_progress(2, 3)
+        second = await ctx.elicit("Second?", NAME_SCHEMA, key="second")
+        await ctx.log("info", "after")
+        await ctx.report_progress(3, 3)
+        return f"{(first.content or {})['name']} {(second.content or {})['name']}"
+
+    logs: list[Any] = []
+    progress: list[float] = []
+
+    def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    async with Client.in_memory(
+        server,
+        elicitation_handler=lambda p: ElicitResult(action="accept", content={"name": "n"}),
+        log_handler=lambda params: logs.append(params["data"]),
+    ) as client:
+        result = await client.call_tool(
+            "steps",
+            {},
+            progress_callback=on_progress,
+            meta={"io.modelcontextprotocol/logLevel": "info"},
+        )
+    assert result.content[0].text == "n n"  # type: ignore[union-attr]
+    assert logs == ["before", "between", "after"]
+    assert progress == [1, 2, 3]
+    assert replaying == [
+        (0, "start", False),
+        (1, "start", True),
+        (1, "after first", False),
+        (2, "start", True),
+        (2, "after first", True),
+    ]

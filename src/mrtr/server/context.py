@@ -165,14 +165,25 @@ class RequestContext:
 
     # --- notifications -------------------------------------------------------------------
 
+    @property
+    def replaying(self) -> bool:
+        """True while the handler re-runs code an earlier round already ran (replay rule 7).
+
+        `log` and `report_progress` stay silent meanwhile: the client already heard them.
+        """
+        return self._state.replaying
+
     async def log(self, level: str, data: Any, logger: str | None = None) -> None:
-        """Send a log message to the client, if it asked for this level or lower on this request."""
+        """Send a log message to the client, if it asked for this level or lower on this request.
+
+        Nothing is sent while `replaying`: the client got it in the round that first ran it.
+        """
         rank = meta_keys.LOG_LEVEL_RANK
         if level not in rank:
             # Checked before anything else so the mistake shows whatever the client asked for.
             raise ValueError(f"unknown log level {level!r}: use one of {', '.join(rank)}")
         wanted = self.log_level
-        if wanted is None or self._notify is None:
+        if wanted is None or self._notify is None or self.replaying:
             return
         if rank[level] < rank.get(wanted, 0):
             return
@@ -186,10 +197,11 @@ class RequestContext:
     ) -> None:
         """Send a progress notification, if the request carried a progress token.
 
-        Progress must increase; a value not above the last one sent is dropped.
+        Progress must increase; a value not above the last one sent is dropped, and nothing is
+        sent while `replaying`.
         """
         token = self.progress_token
-        if token is None or self._notify is None:
+        if token is None or self._notify is None or self.replaying:
             return
         if self._progress is not None and progress <= self._progress:
             return

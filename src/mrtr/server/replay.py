@@ -22,6 +22,9 @@ Rules (everything the engine guarantees lives here):
 6. A request without `requestState` has no last round to pin to; an `inputResponses` entry it
    carries answers the question asked under that key in this run (validated against it), as
    the spec lets a client answer on any attempt. Keys nothing asks for are ignored.
+7. A round "replays" until the handler reaches a question the last round asked (or one still
+   unanswered): code before that point already ran, so its logs and progress are not sent
+   again (`ctx.replaying`).
 """
 
 from __future__ import annotations
@@ -91,6 +94,17 @@ class RoundState:
     once: dict[str, Any] = field(default_factory=dict)
     user: str | None = None
     unsealed: dict[str, Any] | None = None  # answers sent without a state (rule 6); never sealed
+    caught_up: bool = False  # rule 7: the run reached where the last round stopped
+
+    @property
+    def replaying(self) -> bool:
+        """Rule 7: re-running code that an earlier round already ran."""
+        return bool(self.asked) and not self.caught_up
+
+    def reached(self, key: str, answered: bool) -> None:
+        """Note that the handler awaited the question `key` (rule 7)."""
+        if not answered or key in self.asked:
+            self.caught_up = True
 
     def encode(self) -> bytes:
         """Compact JSON; empty parts are left out to keep small states small."""
@@ -162,6 +176,7 @@ class Question(Generic[T]):
 
     def __await__(self) -> Generator[Any, None, T]:
         value = self.answer()
+        self._ctx._state.reached(self.key, value is not MISSING)
         if value is MISSING:
             raise InputPending
         return self._convert(self.key, value)
@@ -178,6 +193,10 @@ class Batch:
 
     def __await__(self) -> Generator[Any, None, dict[str, Any]]:
         values = {key: q.answer() for key, q in self.questions.items()}
+        state = next(iter(self.questions.values()))._ctx._state if self.questions else None
+        if state is not None:
+            for key, value in values.items():
+                state.reached(key, value is not MISSING)
         if any(v is MISSING for v in values.values()):
             raise InputPending
         return {key: self.questions[key]._convert(key, v) for key, v in values.items()}

@@ -95,6 +95,7 @@ class Server:
         self._resources: dict[str, ResourceEntry] = {}
         self._templates: list[ResourceEntry] = []
         self._completion: Callable[..., Any] | None = None
+        self._completion_takes_ctx = False
         self._rounds = RoundKeeper(name, self.options)
         self._methods: dict[str, Handler] = {
             "server/discover": self._discover,
@@ -240,6 +241,7 @@ class Server:
 
         def register(fn: F) -> F:
             self._completion = fn
+            self._completion_takes_ctx = "ctx" in inspect.signature(fn).parameters
             return fn
 
         return register
@@ -550,7 +552,7 @@ class Server:
         if self._completion is not None:
             context = params.get("context") or {}
             call_args: list[Any] = [ref, argument, context.get("arguments") or {}]
-            if "ctx" in inspect.signature(self._completion).parameters:
+            if self._completion_takes_ctx:
                 values = self._completion(*call_args, ctx=ctx)
             else:
                 values = self._completion(*call_args)
