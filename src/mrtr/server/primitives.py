@@ -58,6 +58,14 @@ def _content_list(value: Any) -> list[dict[str, Any]] | None:
     return None
 
 
+def _listing(**fields: Any) -> dict[str, Any]:
+    """A listing's wire dict: the fields in order, without those not given (None or empty)."""
+    wire = {key: value for key, value in fields.items() if value not in (None, "", [], {})}
+    if "icons" in wire:
+        wire["icons"] = [icon.to_wire() for icon in wire["icons"]]
+    return wire
+
+
 def _doc(fn: AnyFunction, description: str | None) -> str | None:
     if description is not None:
         return description
@@ -95,23 +103,16 @@ class ToolEntry:
             if structured_output is False
             else OutputShape.from_annotation(self.signature.return_annotation)
         )
-        wire: dict[str, Any] = {"name": self.name}
-        if title:
-            wire["title"] = title
-        doc = _doc(fn, description)
-        if doc:
-            wire["description"] = doc
-        wire["inputSchema"] = input_schema or self.signature.input_schema()
-        out_schema = output_schema or self.output.schema
-        if out_schema is not None:
-            wire["outputSchema"] = out_schema
-        if annotations is not None:
-            wire["annotations"] = annotations.to_wire()
-        if icons:
-            wire["icons"] = [i.to_wire() for i in icons]
-        if meta:
-            wire["_meta"] = meta
-        self.wire = wire
+        self.wire = _listing(
+            name=self.name,
+            title=title,
+            description=_doc(fn, description),
+            inputSchema=input_schema or self.signature.input_schema(),
+            outputSchema=output_schema or self.output.schema,
+            annotations=annotations.to_wire() if annotations is not None else None,
+            icons=icons,
+            _meta=meta,
+        )
 
     def result(self, value: Any) -> dict[str, Any] | InputRequiredResult:
         """The `CallToolResult` wire dict (or an input request) for a returned value."""
@@ -178,19 +179,14 @@ class PromptEntry:
                 entry["description"] = desc
             entry["required"] = arg in self.signature.required
             arguments.append(entry)
-        wire: dict[str, Any] = {"name": self.name}
-        if title:
-            wire["title"] = title
-        doc = _doc(fn, description)
-        if doc:
-            wire["description"] = doc
-        if arguments:
-            wire["arguments"] = arguments
-        if icons:
-            wire["icons"] = [i.to_wire() for i in icons]
-        if meta:
-            wire["_meta"] = meta
-        self.wire = wire
+        self.wire = _listing(
+            name=self.name,
+            title=title,
+            description=_doc(fn, description),
+            arguments=arguments,
+            icons=icons,
+            _meta=meta,
+        )
 
     def result(self, value: Any) -> dict[str, Any] | InputRequiredResult:
         """The `GetPromptResult` wire dict for a returned value."""
@@ -275,24 +271,16 @@ class ResourceEntry:
                     f"resource template {uri!r}: parameters {sorted(missing)} "
                     "are not template variables"
                 )
-        wire: dict[str, Any] = {
-            "uriTemplate" if template else "uri": uri,
-            "name": name or fn.__name__,
-        }
-        if title:
-            wire["title"] = title
-        doc = _doc(fn, description)
-        if doc:
-            wire["description"] = doc
-        if mime_type:
-            wire["mimeType"] = mime_type
-        if size is not None and not template:
-            wire["size"] = size
-        if icons:
-            wire["icons"] = [i.to_wire() for i in icons]
-        if meta:
-            wire["_meta"] = meta
-        self.wire = wire
+        self.wire = _listing(
+            **{"uriTemplate" if template else "uri": uri},
+            name=name or fn.__name__,
+            title=title,
+            description=_doc(fn, description),
+            mimeType=mime_type,
+            size=None if template else size,
+            icons=icons,
+            _meta=meta,
+        )
 
     def result(self, uri: str, value: Any) -> dict[str, Any] | InputRequiredResult:
         """The `ReadResourceResult` wire dict (caching hints added by the server)."""
