@@ -6,7 +6,7 @@ repetitions (rotating who goes first) and reports medians. Everything runs on
 uvloop; both SDKs' HTTP servers run under the same uvicorn settings on the
 same loop as their clients, and both stdio servers are child processes.
 
-    python benchmarks/run.py                    # full run (about two minutes)
+    python benchmarks/run.py                    # full run (about 90 s on 2 cores)
     python benchmarks/run.py --json out.json    # also write every number as JSON
     python benchmarks/run.py --quick            # tiny counts: checks that everything runs
     python benchmarks/run.py --only inproc http # a subset of the workloads

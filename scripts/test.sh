@@ -5,8 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 
-echo "== install (editable, with dev extras)"
-"$PYTHON" -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+echo "== install (editable, with dev extras, and the official SDK the benchmark compares with)"
+"$PYTHON" -m pip install --quiet --disable-pip-version-check -e ".[dev]" -r benchmarks/requirements.txt
 
 echo "== ruff"
 "$PYTHON" -m ruff check src tests conformance benchmarks

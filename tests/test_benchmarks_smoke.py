@@ -14,8 +14,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("mcp", reason="install benchmarks/requirements.txt to compare with the SDK")
-
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = {
     "inproc_mrtr_flow",
