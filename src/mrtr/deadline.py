@@ -1,27 +1,79 @@
 """`Deadline`: a lean timeout for the hot path.
 
-`asyncio.timeout` is an async context manager that reschedules through a state machine; every
-MRTR round crosses one on each side, so this one keeps only what the SDK needs: a single timer
-that cancels the current task, and a `TimeoutError` in place of the cancellation it caused.
-A cancellation that came from elsewhere passes through untouched.
+Every MRTR round crosses a timeout on each side (the client's wait for an answer, the
+server's `round_timeout`). Those are guards of minutes that almost never fire, so arming an
+event-loop timer for each (what `asyncio.timeout` does) costs more than it protects: a timer
+handle per use, kept alive until the loop turns, which on an in-process flow means thousands of
+dead handles and extra garbage collections. Here a long deadline is an entry in a per-loop
+watchdog that looks at the clock a few times a second; only short deadlines, where a quarter
+second matters, get a timer of their own. When one expires, the task is cancelled and the
+cancellation becomes a `TimeoutError`; a cancellation that came from elsewhere passes through.
 """
 
 from __future__ import annotations
 
 import asyncio
+import weakref
 from types import TracebackType
+
+#: Deadlines at least this long are watched by the shared watchdog (and may fire up to one
+#: tick late); shorter ones get a precise timer.
+COARSE_AFTER = 2.0
+TICK = 0.25
+
+
+class _Watchdog:
+    """One per event loop: expires the long deadlines that are due, `TICK` by `TICK`."""
+
+    __slots__ = ("__weakref__", "_handle", "_live", "_loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._live: dict[Deadline, None] = {}
+        self._handle: asyncio.TimerHandle | None = None
+
+    def add(self, deadline: Deadline) -> None:
+        self._live[deadline] = None
+        if self._handle is None:
+            self._handle = self._loop.call_later(TICK, self._tick)
+
+    def discard(self, deadline: Deadline) -> None:
+        self._live.pop(deadline, None)
+
+    def _tick(self) -> None:
+        now = self._loop.time()
+        due = [deadline for deadline in self._live if deadline._when <= now]
+        for deadline in due:
+            del self._live[deadline]
+            deadline._expire()
+        self._handle = self._loop.call_later(TICK, self._tick) if self._live else None
+
+
+_watchdogs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watchdog] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _watchdog(loop: asyncio.AbstractEventLoop) -> _Watchdog:
+    dog = _watchdogs.get(loop)
+    if dog is None:
+        dog = _watchdogs[loop] = _Watchdog(loop)
+    return dog
 
 
 class Deadline:
     """`with Deadline(seconds): await ...` raises `TimeoutError` once `seconds` have passed."""
 
-    __slots__ = ("_expired", "_handle", "_seconds", "_task")
+    __slots__ = ("_cancelling", "_expired", "_handle", "_seconds", "_task", "_watchdog", "_when")
 
     def __init__(self, seconds: float) -> None:
         self._seconds = seconds
         self._expired = False
+        self._when = 0.0
         self._handle: asyncio.TimerHandle | None = None
+        self._watchdog: _Watchdog | None = None
         self._task: asyncio.Task[object] | None = None
+        self._cancelling = 0
 
     @property
     def expired(self) -> bool:
@@ -38,8 +90,14 @@ class Deadline:
         if task is None:
             raise RuntimeError("Deadline must be used inside a task")
         self._task = task
+        self._cancelling = task.cancelling()
         loop = task.get_loop()
-        self._handle = loop.call_at(loop.time() + self._seconds, self._expire)
+        self._when = loop.time() + self._seconds
+        if self._seconds >= COARSE_AFTER:
+            self._watchdog = _watchdog(loop)
+            self._watchdog.add(self)
+        else:
+            self._handle = loop.call_at(self._when, self._expire)
         return self
 
     def __exit__(
@@ -48,10 +106,13 @@ class Deadline:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._handle is not None:
+        if self._watchdog is not None:
+            self._watchdog.discard(self)
+        elif self._handle is not None:
             self._handle.cancel()
-        if self._expired and exc_type is asyncio.CancelledError:
+        if self._expired:
             assert self._task is not None
-            # Undo the cancellation this deadline requested, unless another is also pending.
-            if self._task.uncancel() == 0:
+            # Take back the cancellation this deadline requested; if it is what stopped the
+            # work (and no other cancellation is pending), it is a timeout.
+            if self._task.uncancel() <= self._cancelling and exc_type is asyncio.CancelledError:
                 raise TimeoutError from exc

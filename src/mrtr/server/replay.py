@@ -136,7 +136,9 @@ class RoundState:
 class Question(Generic[T]):
     """One question a handler asked; awaiting it gives the answer or stops the handler."""
 
-    __slots__ = ("_convert", "_ctx", "digest", "key", "method", "params")
+    # A question keeps the round's state, not the context: the context holds its questions,
+    # and a cycle back to it would leave every round's objects to the cycle collector.
+    __slots__ = ("_convert", "_state", "digest", "key", "method", "params")
 
     def __init__(
         self,
@@ -146,7 +148,7 @@ class Question(Generic[T]):
         params: dict[str, Any],
         convert: Callable[[str, Any], T],
     ) -> None:
-        self._ctx = ctx
+        self._state = ctx._state
         self.key = key
         self.method = method
         self.params = params
@@ -161,7 +163,7 @@ class Question(Generic[T]):
 
     def answer(self) -> Any:
         """The recorded raw answer for this exact question, or `MISSING`."""
-        state = self._ctx._state
+        state = self._state
         entry = state.answers.get(self.key)
         if entry is not None and entry[0] == self.digest:
             return entry[1]
@@ -176,7 +178,7 @@ class Question(Generic[T]):
 
     def __await__(self) -> Generator[Any, None, T]:
         value = self.answer()
-        self._ctx._state.reached(self.key, value is not MISSING)
+        self._state.reached(self.key, value is not MISSING)
         if value is MISSING:
             raise InputPending
         return self._convert(self.key, value)
@@ -193,7 +195,7 @@ class Batch:
 
     def __await__(self) -> Generator[Any, None, dict[str, Any]]:
         values = {key: q.answer() for key, q in self.questions.items()}
-        state = next(iter(self.questions.values()))._ctx._state if self.questions else None
+        state = next(iter(self.questions.values()))._state if self.questions else None
         if state is not None:
             for key, value in values.items():
                 state.reached(key, value is not MISSING)
