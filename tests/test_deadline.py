@@ -13,9 +13,8 @@ from mrtr.deadline import Deadline
 
 async def test_short_deadline_raises_timeout_error_and_reports_expired() -> None:
     limit = Deadline(0.01)
-    with pytest.raises(TimeoutError):
-        with limit:
-            await asyncio.sleep(5)
+    with pytest.raises(TimeoutError), limit:
+        await asyncio.sleep(5)
     assert limit.expired
 
 
