@@ -95,6 +95,9 @@ class RoundState:
     user: str | None = None
     unsealed: dict[str, Any] | None = None  # answers sent without a state (rule 6); never sealed
     caught_up: bool = False  # rule 7: the run reached where the last round stopped
+    # This round's answers as already-validated models, so awaiting them validates nothing
+    # twice; never sealed.
+    validated: dict[str, pydantic.BaseModel] = field(default_factory=dict)
 
     @property
     def replaying(self) -> bool:
@@ -129,7 +132,7 @@ class RoundState:
         """Record this round's answers to the questions the last round asked."""
         for key, (digest, method) in self.asked.items():
             if key in responses:
-                validate_answer(key, method, responses[key])
+                self.validated[key] = validate_answer(key, method, responses[key])
                 self.answers[key] = [digest, responses[key]]
 
 
@@ -171,7 +174,7 @@ class Question(Generic[T]):
             # A first request (no requestState) that already carries an answer under this
             # key: take it, checked against the question it now answers (rule 6).
             value = state.unsealed[self.key]
-            validate_answer(self.key, self.method, value)
+            state.validated[self.key] = validate_answer(self.key, self.method, value)
             state.answers[self.key] = [self.digest, value]
             return value
         return MISSING
@@ -181,7 +184,7 @@ class Question(Generic[T]):
         self._state.reached(self.key, value is not MISSING)
         if value is MISSING:
             raise InputPending
-        return self._convert(self.key, value)
+        return self._convert(self.key, self._state.validated.get(self.key, value))
         yield  # unreachable: makes __await__ a generator without ever suspending
 
 
@@ -201,7 +204,10 @@ class Batch:
                 state.reached(key, value is not MISSING)
         if any(v is MISSING for v in values.values()):
             raise InputPending
-        return {key: self.questions[key]._convert(key, v) for key, v in values.items()}
+        return {
+            key: question._convert(key, question._state.validated.get(key, values[key]))
+            for key, question in self.questions.items()
+        }
         yield  # unreachable: see Question.__await__
 
 
@@ -218,8 +224,9 @@ def only_pending(exc: BaseException) -> bool:
 
 
 def _elicit_result(key: str, value: Any) -> Any:
-    # pydantic-core's validation (C) is cheaper than `model_construct` (Python) here.
-    return ElicitResult.model_validate(value)
+    # `value` is this round's validated answer, or a recorded one (validated when it arrived,
+    # then sealed); pydantic-core's validation is cheaper than `model_construct` for the latter.
+    return value if isinstance(value, ElicitResult) else ElicitResult.model_validate(value)
 
 
 def convert_answer(method: str) -> Callable[[str, Any], Any]:

@@ -470,7 +470,8 @@ class Server:
         value = await round_.run(invoke)
         if isinstance(value, _ToolFailure):
             return _tool_error(f"Error executing tool {name!r}: {value.describe()}")
-        return round_.finish(entry.result(value))
+        # A run stopped at a question has no return value to render.
+        return round_.finish({} if ctx.pending() else entry.result(value))
 
     async def _get_prompt(self, ctx: RequestContext) -> dict[str, Any]:
         params = ctx.params
