@@ -655,3 +655,12 @@ async def test_client_without_the_needed_handler_gets_the_servers_refusal() -> N
             await client.call_tool("checkout", {"item": "tie"})
     assert info.value.code == -32021
     assert info.value.data == {"requiredCapabilities": {"sampling": {}}}
+
+
+async def test_capabilities_can_be_declared_without_handlers_for_manual_driving() -> None:
+    fake = FakeServer(script=[tool_text("done")])
+    client = Client(fake, capabilities={"elicitation": {"form": {}}, "roots": {}})
+    async with client:
+        await client.call_tool("t", {})
+    declared = fake.requests[0].params["_meta"][meta_keys.CLIENT_CAPABILITIES]
+    assert declared == {"elicitation": {"form": {}}, "roots": {}}

@@ -122,8 +122,10 @@ class Client:
         roots_handler: RootsHandler | None = None,
         log_handler: LogHandler | None = None,
         protocol_version: str = LATEST_PROTOCOL_VERSION,
+        capabilities: Mapping[str, Any] | None = None,
     ) -> None:
         self.transport = transport
+        self._extra_capabilities = dict(capabilities or {})
         self.options = options or ClientOptions()
         self.client_info = client_info or Implementation(name="mrtr-client", version="0.1.0")
         self.protocol_version = protocol_version
@@ -224,8 +226,10 @@ class Client:
 
     @property
     def capabilities(self) -> dict[str, Any]:
-        """The `clientCapabilities` sent on every request (from the registered handlers)."""
-        caps: dict[str, Any] = {}
+        """The `clientCapabilities` sent on every request: those the registered handlers
+        declare, over the `capabilities=` given at construction (which is how an application
+        that answers input requests itself, with `auto_fulfill=False`, declares what it can)."""
+        caps: dict[str, Any] = dict(self._extra_capabilities)
         if ELICITATION_CREATE in self._handlers:
             caps["elicitation"] = {mode: {} for mode in self._elicitation_modes}
         if SAMPLING_CREATE_MESSAGE in self._handlers:

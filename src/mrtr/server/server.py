@@ -301,7 +301,12 @@ class Server:
             # Only tools/call, prompts/get and resources/read may answer input_required.
             logger.error("a %s handler asked the client for input, which it cannot do", method)
             return jsonrpc.error_response(
-                request_id, McpError(INTERNAL_ERROR, f"Internal error while handling {method}")
+                request_id,
+                McpError(
+                    INTERNAL_ERROR,
+                    f"Internal error while handling {method}: its handler asked for client "
+                    "input, which only tools/call, prompts/get and resources/read may do",
+                ),
             )
         result.setdefault("resultType", "complete")
         meta = result.get("_meta")
