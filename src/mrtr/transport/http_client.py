@@ -31,6 +31,7 @@ import orjson
 from multidict import CIMultiDict
 from yarl import URL
 
+from ..deadline import Deadline
 from ..protocol import meta as meta_keys
 from ..protocol.errors import (
     CONNECTION_CLOSED,
@@ -80,8 +81,10 @@ class HTTPTransport:
         self._base_headers["Accept"] = _ACCEPT
         self._session: aiohttp.ClientSession | None = None
         self._on_notification: NotificationHandler | None = None
-        self._exchange_timeout = aiohttp.ClientTimeout(total=timeout if timeout > 0 else None)
-        self._stream_timeout = aiohttp.ClientTimeout(
+        # The exchange's total time is bounded by a `Deadline` (a watchdog entry) rather than
+        # by aiohttp's `total`, which arms a loop timer per request; aiohttp keeps the connect
+        # bound. Listen streams get only the connect bound.
+        self._connect_timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=timeout if timeout > 0 else None
         )
         #: `x-mcp-header` annotations of the tools seen in `tools/list` results, by tool name.
@@ -96,7 +99,7 @@ class HTTPTransport:
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=100, keepalive_timeout=30.0),
-                timeout=self._exchange_timeout,
+                timeout=self._connect_timeout,
             )
 
     async def close(self) -> None:
@@ -143,13 +146,11 @@ class HTTPTransport:
         session = self._require_session()
         method = str(message.get("method"))
         headers = self._headers_for(message)
-        limits = (
-            self._stream_timeout if method == "subscriptions/listen" else self._exchange_timeout
-        )
+        limit = None if method == "subscriptions/listen" or self._timeout <= 0 else self._timeout
         sent = message
         for attempt in range(self.max_reissues + 1):
             try:
-                answer = await self._exchange(session, sent, headers, limits)
+                answer = await self._exchange(session, sent, headers, limit)
             except _StreamBroken as exc:
                 if attempt == self.max_reissues:
                     raise McpError(
@@ -170,21 +171,14 @@ class HTTPTransport:
         session: aiohttp.ClientSession,
         message: dict[str, Any],
         headers: CIMultiDict[str],
-        limits: aiohttp.ClientTimeout,
+        limit: float | None,
     ) -> dict[str, Any]:
         method = str(message.get("method"))
         try:
-            async with session.post(
-                self.url, data=orjson.dumps(message), headers=headers, timeout=limits
-            ) as response:
-                content_type = response.content_type
-                if content_type == "text/event-stream" and response.status == 200:
-                    return await self._read_stream(response)
-                body = await response.read()
-                answer = _json_response(body) if content_type == "application/json" else None
-                if answer is None:
-                    raise _http_error(response, body, method)
-                return answer
+            if limit is None:
+                return await self._post(session, message, headers)
+            with Deadline(limit):
+                return await self._post(session, message, headers)
         except aiohttp.ClientConnectorError as exc:
             raise McpError(CONNECTION_CLOSED, f"cannot connect to {self.url}: {exc}") from None
         except (
@@ -203,6 +197,19 @@ class HTTPTransport:
             raise McpError(
                 HTTP_ERROR, f"{method}: HTTP request to {self.url} failed: {exc}"
             ) from None
+
+    async def _post(
+        self, session: aiohttp.ClientSession, message: dict[str, Any], headers: CIMultiDict[str]
+    ) -> dict[str, Any]:
+        async with session.post(self.url, data=orjson.dumps(message), headers=headers) as response:
+            content_type = response.content_type
+            if content_type == "text/event-stream" and response.status == 200:
+                return await self._read_stream(response)
+            body = await response.read()
+            answer = _json_response(body) if content_type == "application/json" else None
+            if answer is None:
+                raise _http_error(response, body, str(message.get("method")))
+            return answer
 
     async def _read_stream(self, response: aiohttp.ClientResponse) -> dict[str, Any]:
         decoder = SSEDecoder()
