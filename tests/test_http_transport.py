@@ -21,17 +21,12 @@ import orjson
 import pytest
 import pytest_asyncio
 import uvicorn
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from mrtr import (
     Client,
-    CreateMessageResult,
-    ElicitRequestParams,
-    ElicitResult,
-    ListRootsResult,
     McpError,
     RequestContext,
-    Root,
     Server,
     TextContent,
 )
@@ -60,6 +55,7 @@ from mrtr.transport.headers import (
 from mrtr.transport.http_client import HTTPTransport
 from mrtr.transport.http_server import StreamableHTTPApp, _Uvicorn
 from mrtr.transport.sse import SSEDecoder, SSEEvent, encode_event
+from transport_flow import Handlers, LoopbackUvicorn, add_flow, serve
 
 GUARD = 10.0  # seconds: only ever reached when something is broken
 SUBSCRIPTION_ID = meta_keys.SUBSCRIPTION_ID
@@ -68,48 +64,13 @@ SUBSCRIPTION_ID = meta_keys.SUBSCRIPTION_ID
 # --- serving an ASGI app on a loopback port ---------------------------------------------------
 
 
-class _TestUvicorn(uvicorn.Server):
-    """uvicorn without its signal handlers (the test runner owns the signals)."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-@contextlib.asynccontextmanager
-async def serve(app: Any) -> AsyncIterator[str]:
-    """Run `app` on 127.0.0.1:<free port>; yields the base URL."""
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=0,
-        log_level="warning",
-        lifespan="off",
-        access_log=False,
-        timeout_graceful_shutdown=2,
-    )
-    server = _TestUvicorn(config)
-    task = asyncio.create_task(server.serve())
-    try:
-        async with asyncio.timeout(GUARD):
-            while not server.started:
-                if task.done():
-                    task.result()
-                await asyncio.sleep(0.005)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, GUARD)
-
-
 @contextlib.contextmanager
 def serve_in_thread(app: Any) -> Iterator[str]:
     """Run `app` on 127.0.0.1:<free port> in a thread with its own loop; yields the base URL."""
     config = uvicorn.Config(
         app, host="127.0.0.1", port=0, log_level="warning", access_log=False, lifespan="off"
     )
-    server = _TestUvicorn(config)
+    server = LoopbackUvicorn(config)
     thread = threading.Thread(target=server.run, name="http-test-server", daemon=True)
     thread.start()
     try:
@@ -151,11 +112,6 @@ class Recorder:
 # --- the server the flows run against --------------------------------------------------------
 
 
-class Travellers(BaseModel):
-    count: int
-    seat: str
-
-
 class Probe:
     """What a long-running handler reports: that it started, and that it was cancelled.
 
@@ -170,7 +126,7 @@ PROBES: dict[str, Probe] = {}
 
 
 def build_flow_server() -> Server:
-    """Tools, a prompt and resources that exercise MRTR, streaming and headers."""
+    """The transport flow (`add_flow`), plus tools that exercise streaming and headers."""
     server = Server("http-flows", "1.0.0")
 
     @server.tool()
@@ -178,43 +134,7 @@ def build_flow_server() -> Server:
         """Add two numbers."""
         return a + b
 
-    @server.tool()
-    async def plan_trip(ctx: RequestContext, city: str) -> str:
-        """Three rounds: ask who travels, then sample a tip and list roots together."""
-        who = await ctx.elicit(f"Who travels to {city}?", Travellers)
-        if who.action != "accept" or who.content is None:
-            return "cancelled"
-        tip, roots = await asyncio.gather(ctx.sample(f"One tip for {city}"), ctx.list_roots())
-        assert isinstance(tip.content, TextContent)
-        return (
-            f"{city} for {who.content.count} ({who.content.seat}) from {roots.roots[0].uri}: "
-            f"{tip.content.text}"
-        )
-
-    @server.prompt()
-    async def greeting(ctx: RequestContext, name: str) -> str:
-        """Two rounds: ask the register, then sample the line."""
-        register = await ctx.elicit(
-            ElicitRequestParams(
-                message="Formal?",
-                requested_schema={"type": "object", "properties": {"formal": {"type": "boolean"}}},
-            )
-        )
-        formal = bool((register.content or {}).get("formal"))
-        line = await ctx.sample(f"Greet {name} {'formally' if formal else 'casually'}")
-        assert isinstance(line.content, TextContent)
-        return f"{'Dear' if formal else 'Hi'} {name}: {line.content.text}"
-
-    @server.resource_template("notes://{topic}")
-    async def notes(ctx: RequestContext, topic: str) -> str:
-        """Two rounds: list roots, then ask whether to include drafts."""
-        roots = await ctx.list_roots()
-        drafts = await ctx.elicit(
-            f"Include drafts for {topic}?",
-            {"type": "object", "properties": {"drafts": {"type": "boolean"}}},
-        )
-        include = bool((drafts.content or {}).get("drafts"))
-        return f"notes on {topic} under {roots.roots[0].uri} (drafts: {include})"
+    add_flow(server)
 
     @server.resource("config://app")
     async def config() -> str:
@@ -261,78 +181,6 @@ def build_flow_server() -> Server:
 
 
 FLOW_SERVER = build_flow_server()
-
-
-class Handlers:
-    """The client's answers to elicitation, sampling and roots, recording what was asked."""
-
-    def __init__(self) -> None:
-        self.asked: list[str] = []
-
-    def elicitation(self, params: ElicitRequestParams) -> ElicitResult:
-        self.asked.append(f"elicit:{params.message}")
-        if "travels" in params.message:
-            return ElicitResult(action="accept", content={"count": 2, "seat": "window"})
-        if params.message == "Formal?":
-            return ElicitResult(action="accept", content={"formal": True})
-        return ElicitResult(action="accept", content={"drafts": True})
-
-    async def sampling(self, params: Any) -> CreateMessageResult:
-        self.asked.append("sample")
-        return CreateMessageResult(
-            role="assistant", content=TextContent(text="pack a coat"), model="test-model"
-        )
-
-    def roots(self, params: Any) -> ListRootsResult:
-        self.asked.append("roots")
-        return ListRootsResult(roots=[Root(uri="file:///home/trips")])
-
-    def client_kwargs(self) -> dict[str, Any]:
-        return {
-            "elicitation_handler": self.elicitation,
-            "sampling_handler": self.sampling,
-            "roots_handler": self.roots,
-        }
-
-
-async def run_mrtr_flow(client: Client, handlers: Handlers) -> None:
-    """A multi-round flow for a tool, a prompt and a resource template, on any transport.
-
-    `client` must be connected to `build_flow_server()` with `handlers.client_kwargs()`.
-    """
-    rounds: list[tuple[str, str, int, tuple[str, ...]]] = []
-    client.options.on_round = lambda info: rounds.append(
-        (info.method, info.target, info.round, info.keys)
-    )
-
-    trip = await client.call_tool("plan_trip", {"city": "Oslo"})
-    block = trip.content[0]
-    assert isinstance(block, TextContent)
-    assert block.text == "Oslo for 2 (window) from file:///home/trips: pack a coat"
-    tool_rounds = [r for r in rounds if r[0] == "tools/call"]
-    assert [len(r[3]) for r in tool_rounds] == [1, 2]  # one question, then two asked together
-
-    prompt = await client.get_prompt("greeting", {"name": "Ada"})
-    message = prompt.messages[0].content
-    assert isinstance(message, TextContent)
-    assert message.text == "Dear Ada: pack a coat"
-    assert len([r for r in rounds if r[0] == "prompts/get"]) == 2
-
-    read = await client.read_resource("notes://mrtr")
-    contents = read.contents[0]
-    assert getattr(contents, "text", None) == (
-        "notes on mrtr under file:///home/trips (drafts: True)"
-    )
-    assert len([r for r in rounds if r[0] == "resources/read"]) == 2
-    assert handlers.asked == [
-        "elicit:Who travels to Oslo?",
-        "sample",
-        "roots",
-        "elicit:Formal?",
-        "sample",
-        "roots",
-        "elicit:Include drafts for mrtr?",
-    ]
 
 
 @pytest.fixture(scope="module")
@@ -450,19 +298,7 @@ def route_call(
     return wire("tools/call", {"name": "route", "arguments": arguments}, id=9)
 
 
-# --- full MRTR flows -------------------------------------------------------------------------
-
-
-async def test_mrtr_flow_for_tool_prompt_and_template_over_http(url: str) -> None:
-    handlers = Handlers()
-    async with Client.http(url, **handlers.client_kwargs()) as client:
-        await run_mrtr_flow(client, handlers)
-
-
-async def test_same_mrtr_flow_runs_in_memory() -> None:
-    handlers = Handlers()
-    async with Client.in_memory(FLOW_SERVER, **handlers.client_kwargs()) as client:
-        await run_mrtr_flow(client, handlers)
+# --- MRTR rounds over HTTP (the full flow is in test_flow_every_transport.py) ---------------
 
 
 async def test_every_round_is_its_own_post_with_the_metadata_headers(

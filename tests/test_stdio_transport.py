@@ -2,7 +2,8 @@
 
 The server under test is `tests/servers/mrtr_flow_server.py`; raw-byte tests drive its stdin
 and stdout directly. Waits for an event the child reports (a progress notification, a marker
-file, a log line) are bounded by generous guards, never asserted on as timings.
+file, a log line) are bounded by generous guards, never asserted on as timings. The full MRTR
+flow over stdio runs in `test_flow_every_transport.py`.
 """
 
 from __future__ import annotations
@@ -19,15 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
-from mrtr import (
-    Client,
-    CreateMessageResult,
-    ElicitResult,
-    ListRootsResult,
-    McpError,
-    Root,
-    TextContent,
-)
+from mrtr import Client, McpError, TextContent
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.errors import CONNECTION_CLOSED, INVALID_REQUEST, PARSE_ERROR
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
@@ -114,62 +107,7 @@ async def write(process: asyncio.subprocess.Process, data: bytes) -> None:
     await process.stdin.drain()
 
 
-# --- MRTR over stdio -------------------------------------------------------------------------
-
-
-class Answers:
-    """Client-side handlers that record what the server asked."""
-
-    def __init__(self) -> None:
-        self.asked: list[str] = []
-
-    def elicit(self, params: Any) -> ElicitResult:
-        self.asked.append(f"elicit:{params.message}")
-        if "region" in params.message:
-            return ElicitResult(action="accept", content={"region": "eu"})
-        if "Tone" in params.message:
-            return ElicitResult(action="accept", content={"tone": "upbeat"})
-        return ElicitResult(action="accept", content={"ok": True})
-
-    def sample(self, params: Any) -> CreateMessageResult:
-        self.asked.append("sample")
-        return CreateMessageResult(role="assistant", content=TextContent(text="hi!"), model="m")
-
-    def roots(self, params: Any) -> ListRootsResult:
-        self.asked.append("roots")
-        return ListRootsResult(roots=[Root(uri="file:///work")])
-
-    def client(self) -> Client:
-        return flow_client(
-            elicitation_handler=self.elicit,
-            sampling_handler=self.sample,
-            roots_handler=self.roots,
-        )
-
-
-async def test_tool_prompt_and_template_complete_multi_round_flows_over_stdio() -> None:
-    answers = Answers()
-    rounds: list[Any] = []
-    async with answers.client() as client:
-        client.options.on_round = rounds.append
-        tool = await client.call_tool("order", {"item": "book"})
-        tool_rounds, tool_asked = len(rounds), list(answers.asked)
-        prompt = await client.get_prompt("briefing", {"topic": "stdio"})
-        resource = await client.read_resource("notes://mrtr")
-
-    assert text_of(tool) == "Ordered book to eu; model said 'hi!'; 1 root(s)"
-    # Each question is asked exactly once: answers from earlier rounds are replayed, not re-asked.
-    assert sorted(tool_asked) == ["elicit:Order book?", "elicit:Ship to which region?",
-                                  "roots", "sample"]  # fmt: skip
-    assert tool_rounds >= 3  # confirm, then region, then sample + roots
-    message = prompt.messages[0].content
-    assert isinstance(message, TextContent)
-    assert message.text == "Brief on stdio, upbeat: hi!"
-    assert resource.contents[0].text == "notes on mrtr from file:///work"  # type: ignore[union-attr]
-    assert answers.asked[len(tool_asked) :] == [
-        "elicit:Tone for the stdio briefing?", "sample", "roots", "elicit:Read notes on mrtr?",
-    ]  # fmt: skip
-    assert all(info.keys for info in rounds), "every round carried at least one question"
+# --- serving over stdio ----------------------------------------------------------------------
 
 
 async def test_slow_request_does_not_hold_up_a_fast_one() -> None:

@@ -1,9 +1,9 @@
 """An MCP server on stdio for the stdio transport tests.
 
-It serves MRTR flows (a tool, a prompt and a resource template that elicit, sample and list
-roots over several rounds), a slow and a fast tool, a tool that blocks until cancelled (and
-says so in a marker file), a tool that kills the process, and tools that write to stderr or
-print to stdout. `--max-message-size N` serves with that line limit instead of the default.
+It serves a slow and a fast tool, a tool that blocks until cancelled (and says so in a marker
+file), a tool that kills the process, and tools that write to stderr or print to stdout.
+`--max-message-size N` serves with that line limit instead of the default. (The full MRTR flow
+over stdio is `flow_stdio_server.py`.)
 """
 
 from __future__ import annotations
@@ -14,61 +14,10 @@ import os
 import sys
 from pathlib import Path
 
-from pydantic import BaseModel
-
-from mrtr import ElicitRequestParams, RequestContext, Server
+from mrtr import RequestContext, Server
 from mrtr.transport.stdio import serve_stdio
 
 server = Server("stdio-test-server", version="1.0.0")
-
-
-class Region(BaseModel):
-    region: str
-
-
-class Tone(BaseModel):
-    tone: str
-
-
-class Confirm(BaseModel):
-    ok: bool
-
-
-@server.tool()
-async def order(ctx: RequestContext, item: str) -> str:
-    """Order an item: confirm, ask for a region, then sample and list roots together."""
-    confirm = await ctx.elicit(
-        ElicitRequestParams(
-            message=f"Order {item}?",
-            requested_schema={"type": "object", "properties": {"ok": {"type": "boolean"}}},
-        )
-    )
-    if confirm.action != "accept":
-        return "Cancelled"
-    region = await ctx.elicit("Ship to which region?", Region)
-    reply, roots = await asyncio.gather(ctx.sample("Say hi"), ctx.list_roots())
-    return (
-        f"Ordered {item} to {region.content.region}; "
-        f"model said {reply.content.text!r}; {len(roots.roots)} root(s)"
-    )
-
-
-@server.prompt()
-async def briefing(ctx: RequestContext, topic: str) -> str:
-    """A briefing whose tone the user picks and whose summary the client's model writes."""
-    tone = await ctx.elicit(f"Tone for the {topic} briefing?", Tone)
-    summary = await ctx.sample(f"Summarize {topic}")
-    return f"Brief on {topic}, {tone.content.tone}: {summary.content.text}"
-
-
-@server.resource_template("notes://{topic}")
-async def notes(ctx: RequestContext, topic: str) -> str:
-    """Notes on a topic, read from the client's first root once the user agrees."""
-    roots = await ctx.list_roots()
-    confirm = await ctx.elicit(f"Read notes on {topic}?", Confirm)
-    if not confirm.content.ok:
-        return "declined"
-    return f"notes on {topic} from {roots.roots[0].uri}"
 
 
 @server.tool()
