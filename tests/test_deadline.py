@@ -4,6 +4,8 @@ from elsewhere is never mistaken for a timeout."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 
 import pytest
 
@@ -77,3 +79,19 @@ async def test_deadline_needs_a_task() -> None:
     loop.call_soon(from_a_callback)
     await asyncio.sleep(0.01)
     assert len(outside) == 1 and "inside a task" in str(outside[0])
+
+
+def test_the_watchdog_does_not_keep_a_finished_loop_alive() -> None:
+    async def guarded() -> None:
+        with Deadline(30):  # long: goes through the loop's watchdog
+            await asyncio.sleep(0)
+
+    finished = []
+    for _ in range(3):
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(guarded())
+        loop.close()
+        finished.append(weakref.ref(loop))
+        del loop
+    gc.collect()
+    assert [ref() for ref in finished] == [None, None, None]

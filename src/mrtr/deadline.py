@@ -23,41 +23,57 @@ TICK = 0.25
 
 
 class _Watchdog:
-    """One per event loop: expires the long deadlines that are due, `TICK` by `TICK`."""
+    """One per event loop: expires the long deadlines that are due, `TICK` by `TICK`.
 
-    __slots__ = ("__weakref__", "_handle", "_live", "_loop")
+    It holds no reference to its loop (not even to its own tick timer, which does), so the
+    registry's weak key can let a finished loop go.
+    """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+    __slots__ = ("_live", "_ticking")
+
+    def __init__(self) -> None:
         self._live: dict[Deadline, None] = {}
-        self._handle: asyncio.TimerHandle | None = None
+        self._ticking = False
 
-    def add(self, deadline: Deadline) -> None:
+    def add(self, deadline: Deadline, loop: asyncio.AbstractEventLoop) -> None:
         self._live[deadline] = None
-        if self._handle is None:
-            self._handle = self._loop.call_later(TICK, self._tick)
+        if not self._ticking:
+            self._ticking = True
+            loop.call_later(TICK, self._tick)
 
     def discard(self, deadline: Deadline) -> None:
         self._live.pop(deadline, None)
 
     def _tick(self) -> None:
-        now = self._loop.time()
+        loop = asyncio.get_running_loop()
+        now = loop.time()
         due = [deadline for deadline in self._live if deadline._when <= now]
         for deadline in due:
             del self._live[deadline]
             deadline._expire()
-        self._handle = self._loop.call_later(TICK, self._tick) if self._live else None
+        if self._live:
+            loop.call_later(TICK, self._tick)
+        else:
+            self._ticking = False
 
 
 _watchdogs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watchdog] = (
     weakref.WeakKeyDictionary()
 )
+# The last loop asked about and its watchdog: nearly every call is for the same loop, and this
+# spares the weak-dictionary lookup (which builds a weak reference per call).
+_last: tuple[weakref.ref[asyncio.AbstractEventLoop], _Watchdog] | None = None
 
 
 def _watchdog(loop: asyncio.AbstractEventLoop) -> _Watchdog:
+    global _last
+    last = _last
+    if last is not None and last[0]() is loop:
+        return last[1]
     dog = _watchdogs.get(loop)
     if dog is None:
-        dog = _watchdogs[loop] = _Watchdog(loop)
+        dog = _watchdogs[loop] = _Watchdog()
+    _last = (weakref.ref(loop), dog)
     return dog
 
 
@@ -95,7 +111,7 @@ class Deadline:
         self._when = loop.time() + self._seconds
         if self._seconds >= COARSE_AFTER:
             self._watchdog = _watchdog(loop)
-            self._watchdog.add(self)
+            self._watchdog.add(self, loop)
         else:
             self._handle = loop.call_at(self._when, self._expire)
         return self
