@@ -46,7 +46,12 @@ from mrtr import (
 )
 from mrtr.client import InputRequiredConfig
 from mrtr.protocol import meta as meta_keys
-from mrtr.protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, REQUEST_TIMEOUT
+from mrtr.protocol.errors import (
+    INPUT_HANDLER_FAILED,
+    MAX_ROUNDS_EXCEEDED,
+    METHOD_NOT_FOUND,
+    REQUEST_TIMEOUT,
+)
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
 from mrtr_flows import Answers
 
@@ -247,7 +252,7 @@ async def test_failing_handler_fails_the_call_attributed_to_its_input() -> None:
             await call(client)
     error = info.value
     assert (error.key, error.method) == ("name", "elicitation/create")
-    assert error.code == INTERNAL_ERROR
+    assert error.code == INPUT_HANDLER_FAILED
     assert "'name'" in error.message and "the user closed the dialog" in error.message
     assert isinstance(error.__cause__, RuntimeError)
     assert other_cancelled.is_set()
@@ -475,6 +480,7 @@ async def test_max_rounds_stops_a_server_that_never_completes() -> None:
     async with Client(fake, elicitation_handler=accept_ok, options=options(max_rounds=3)) as c:
         with pytest.raises(McpError) as info:
             await call(c)
+    assert info.value.code == MAX_ROUNDS_EXCEEDED
     assert "3 rounds" in info.value.message and "max_rounds" in info.value.message
     assert len(fake.requests) == 4  # three answered rounds, then the fourth ask is refused
 

@@ -936,5 +936,5 @@ async def test_client_refuses_an_unknown_result_type() -> None:
     async with Client(CannedTransport({"resultType": "partial", "content": []})) as client:
         with pytest.raises(McpError) as info:
             await client.call_tool("anything")
-    assert info.value.code == errors.INTERNAL_ERROR
+    assert info.value.code == errors.PROTOCOL_VIOLATION  # local: never mistaken for the server's
     assert "'partial'" in info.value.message

@@ -29,8 +29,10 @@ from ..inputs import (
 from ..protocol import jsonrpc
 from ..protocol import meta as meta_keys
 from ..protocol.errors import (
-    INTERNAL_ERROR,
+    INPUT_HANDLER_FAILED,
+    MAX_ROUNDS_EXCEEDED,
     METHOD_NOT_FOUND,
+    PROTOCOL_VIOLATION,
     REQUEST_TIMEOUT,
     UNSUPPORTED_PROTOCOL_VERSION,
     McpError,
@@ -279,7 +281,7 @@ class Client:
                 raise McpError.from_error(response["error"])
         result = response.get("result")
         if not isinstance(result, dict):
-            raise McpError(INTERNAL_ERROR, f"{method}: the server's result is not an object")
+            raise McpError(PROTOCOL_VIOLATION, f"{method}: the server's result is not an object")
         return result
 
     async def _send(
@@ -478,14 +480,14 @@ class Client:
                 return model.model_validate(result)
             if kind != INPUT_REQUIRED:
                 raise McpError(
-                    INTERNAL_ERROR, f"{method}: the server sent an unknown resultType {kind!r}"
+                    PROTOCOL_VIOLATION, f"{method}: the server sent an unknown resultType {kind!r}"
                 )
             if not config.auto_fulfill:
                 raise InputRequiredError(InputRequiredResult.model_validate(result))
             rounds += 1
             if rounds > config.max_rounds:
                 raise McpError(
-                    INTERNAL_ERROR,
+                    MAX_ROUNDS_EXCEEDED,
                     f"{method} {target!r}: the server still asked for input after "
                     f"{config.max_rounds} rounds (max_rounds); giving up",
                 )
@@ -493,11 +495,11 @@ class Client:
             state = result.get("requestState")
             if state is not None and not isinstance(state, str):
                 raise McpError(
-                    INTERNAL_ERROR, f"{method}: the server's requestState is not a string"
+                    PROTOCOL_VIOLATION, f"{method}: the server's requestState is not a string"
                 )
             if not requests and state is None:
                 raise McpError(
-                    INTERNAL_ERROR,
+                    PROTOCOL_VIOLATION,
                     f"{method}: input_required result with neither inputRequests nor requestState",
                 )
             if requests:
@@ -542,7 +544,7 @@ class Client:
     async def _resolve(self, requests: Any) -> dict[str, Any]:
         """Answer every input request of one round, concurrently."""
         if not isinstance(requests, dict):
-            raise McpError(INTERNAL_ERROR, "inputRequests from the server is not an object")
+            raise McpError(PROTOCOL_VIOLATION, "inputRequests from the server is not an object")
         if len(requests) == 1:
             ((key, request),) = requests.items()
             return {key: await self._answer(key, request)}
@@ -562,7 +564,7 @@ class Client:
         method = request.get("method") if isinstance(request, dict) else None
         if not isinstance(method, str):
             raise InputHandlerError(
-                INTERNAL_ERROR, f"input request {key!r} has no method", key, str(method)
+                PROTOCOL_VIOLATION, f"input request {key!r} has no method", key, str(method)
             )
         handler = self._handlers.get(method)
         if handler is None:
@@ -582,7 +584,7 @@ class Client:
             params = _PARAMS_MODELS[method].model_validate(request.get("params") or {})
         except Exception as exc:
             raise InputHandlerError(
-                INTERNAL_ERROR,
+                PROTOCOL_VIOLATION,
                 f"input request {key!r} ({method}) has invalid params: {exc}",
                 key,
                 method,
@@ -594,7 +596,7 @@ class Client:
         except Exception as exc:
             # An McpError keeps its code; either way the error names the input that failed.
             raise InputHandlerError(
-                exc.code if isinstance(exc, McpError) else INTERNAL_ERROR,
+                exc.code if isinstance(exc, McpError) else INPUT_HANDLER_FAILED,
                 f"the {_HANDLER_NAMES[method]} handler failed on input {key!r}: "
                 f"{type(exc).__name__}: {exc}",
                 key,
@@ -605,7 +607,7 @@ class Client:
                 answer = _RESULT_MODELS[method].model_validate(answer)
             except ValidationError as exc:
                 raise InputHandlerError(
-                    INTERNAL_ERROR,
+                    INPUT_HANDLER_FAILED,
                     f"the {_HANDLER_NAMES[method]} handler's answer to input {key!r} is not a "
                     f"valid {_RESULT_MODELS[method].__name__}: {exc.errors()[0]['msg']}",
                     key,
@@ -613,7 +615,7 @@ class Client:
                 ) from None
         if not isinstance(answer, BaseModel):
             raise InputHandlerError(
-                INTERNAL_ERROR,
+                INPUT_HANDLER_FAILED,
                 f"the {_HANDLER_NAMES[method]} handler returned {type(answer).__name__} for "
                 f"input {key!r}; expected {_RESULT_MODELS[method].__name__}",
                 key,

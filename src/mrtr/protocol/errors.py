@@ -19,6 +19,9 @@ UNSUPPORTED_PROTOCOL_VERSION = -32022
 REQUEST_TIMEOUT = -1001
 CONNECTION_CLOSED = -1002
 HTTP_ERROR = -1003  # an HTTP error status without a JSON-RPC error in its body
+PROTOCOL_VIOLATION = -1004  # the peer sent something the protocol does not allow
+MAX_ROUNDS_EXCEEDED = -1005  # the server kept asking for input past `max_rounds`
+INPUT_HANDLER_FAILED = -1006  # a client's own input handler raised or answered nonsense
 
 INVALID_REQUEST_STATE_REASON = "invalid_request_state"
 
