@@ -15,7 +15,8 @@ Secret = str | bytes
 RequestStateVerifier = Callable[[str, "StateBinding"], "VerifiedState | Awaitable[VerifiedState]"]
 
 #: Derives the authenticated caller of a request from what the transport knows about it
-#: (`RequestContext.transport_info`, e.g. HTTP headers); `None` when there is none.
+#: (`RequestContext.transport_info`: the ASGI scope over Streamable HTTP, with its headers;
+#: `"stdio"` or `"memory"` otherwise); `None` when there is none.
 PrincipalResolver = Callable[[Any], "str | None"]
 
 
