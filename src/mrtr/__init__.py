@@ -4,11 +4,13 @@ rounds with a sealed `requestState`; the client answers and retries for you.
 """
 
 from .client import (
+    Change,
     Client,
     ClientOptions,
     InputHandlerError,
     InputRequiredError,
     RoundInfo,
+    Subscription,
 )
 from .inputs import (
     InputRequest,
@@ -84,6 +86,7 @@ __all__ = [
     "AudioContent",
     "BlobResourceContents",
     "CallToolResult",
+    "Change",
     "Client",
     "ClientCapabilities",
     "ClientOptions",
@@ -130,6 +133,7 @@ __all__ = [
     "Server",
     "ServerCapabilities",
     "ServerOptions",
+    "Subscription",
     "TextContent",
     "TextResourceContents",
     "Tool",

@@ -9,11 +9,12 @@ under the same keys, and `requestState` echoed byte for byte.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -57,6 +58,7 @@ from ..protocol.types import (
 )
 from ..protocol.versions import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS
 from .options import ClientOptions, RoundInfo
+from .subscription import Subscription, run_stream
 
 if TYPE_CHECKING:
     from ..server.server import Server
@@ -136,6 +138,7 @@ class Client:
         self._log_handler = log_handler
         self._ids = itertools.count(1)
         self._progress: dict[str | int, ProgressCallback] = {}
+        self._subscriptions: dict[jsonrpc.RequestId, Subscription] = {}
         self._meta: dict[str, Any] = {}
         self._connected = False
         if elicitation_handler is not None:
@@ -285,10 +288,17 @@ class Client:
         return result
 
     async def _send(
-        self, method: str, body: dict[str, Any], meta: Mapping[str, Any] | None, limit: float
+        self,
+        method: str,
+        body: dict[str, Any],
+        meta: Mapping[str, Any] | None,
+        limit: float,
+        request_id: jsonrpc.RequestId | None = None,
     ) -> dict[str, Any]:
         body["_meta"] = {**self._meta, **meta} if meta else self._meta
-        message = jsonrpc.request(next(self._ids), method, body)
+        if request_id is None:
+            request_id = next(self._ids)
+        message = jsonrpc.request(request_id, method, body)
         try:
             if limit > 0:
                 with Deadline(limit):
@@ -628,9 +638,71 @@ class Client:
 
     # --- notifications -------------------------------------------------------------------------
 
+    # --- subscriptions -------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def listen(
+        self,
+        *,
+        tools: bool = False,
+        prompts: bool = False,
+        resources: bool = False,
+        resource_uris: Sequence[str] = (),
+        timeout: float = 30.0,  # noqa: ASYNC109 - bounds the wait for the acknowledgement only
+    ) -> AsyncIterator[Subscription]:
+        """Open a `subscriptions/listen` stream for the changes named; iterate it for `Change`s.
+
+        The block starts once the server acknowledged (within `timeout` seconds), so a change
+        made after that is never missed; `subscription.honoured` says what the server agreed
+        to send. Leaving the block cancels the stream.
+        """
+        wanted: dict[str, Any] = {}
+        if tools:
+            wanted["toolsListChanged"] = True
+        if prompts:
+            wanted["promptsListChanged"] = True
+        if resources:
+            wanted["resourcesListChanged"] = True
+        if resource_uris:
+            wanted["resourceSubscriptions"] = list(resource_uris)
+        request_id = next(self._ids)
+        subscription = Subscription()
+        self._subscriptions[request_id] = subscription
+
+        async def stream() -> dict[str, Any]:
+            body = {"notifications": wanted}
+            response = await self._send("subscriptions/listen", body, None, 0, request_id)
+            if "error" in response:
+                raise McpError.from_error(response["error"])
+            return response
+
+        task = asyncio.create_task(run_stream(subscription, stream))
+        try:
+            try:
+                with Deadline(timeout):
+                    await subscription.acknowledged()
+            except TimeoutError:
+                raise McpError(
+                    REQUEST_TIMEOUT,
+                    f"subscriptions/listen was not acknowledged within {timeout:g} s",
+                ) from None
+            yield subscription
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            self._subscriptions.pop(request_id, None)
+
     async def _on_notification(self, message: dict[str, Any]) -> None:
         method = message.get("method")
         params = message.get("params") or {}
+        meta = params.get("_meta")
+        if isinstance(meta, dict) and meta_keys.SUBSCRIPTION_ID in meta:
+            subscription_id = meta[meta_keys.SUBSCRIPTION_ID]
+            known = isinstance(subscription_id, str | int)
+            subscription = self._subscriptions.get(subscription_id) if known else None
+            if subscription is not None:
+                subscription.deliver(message)
+            return
         if method == "notifications/progress":
             token = params.get("progressToken")
             valid = isinstance(token, str | int)
