@@ -35,6 +35,10 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from pydantic import BaseModel
 
 from benchmarks.harness import LOOPBACK, AsyncOp, ConcurrencyResult, run_concurrent, serve_uvicorn
+from benchmarks.tool_calls import (
+    expect_text,
+    mrtr_flow_once,
+)
 
 Form = Literal["mcpserver", "lowlevel"]
 FORMS: tuple[Form, ...] = ("mcpserver", "lowlevel")
@@ -288,27 +292,6 @@ async def stdio_client(form: Form) -> AsyncIterator[Client]:
 # --- workloads: one unit of work each ----------------------------------------
 
 
-def _expect_text(result: types.CallToolResult, expected: str) -> None:
-    block = result.content[0] if result.content else None
-    if result.is_error or not isinstance(block, types.TextContent) or block.text != expected:
-        raise AssertionError(f"unexpected tool result: {result!r}")
-
-
-async def mrtr_flow_once(client: Client) -> None:
-    """One full MRTR flow: `confirm` -> input_required -> handler answers -> retry -> "yes"."""
-    _expect_text(await client.call_tool("confirm", {}), "yes")
-
-
-async def plain_call_once(client: Client) -> None:
-    """One `tools/call` of `add(2, 3)` with no MRTR round."""
-    _expect_text(await client.call_tool("add", {"a": 2, "b": 3}), "5")
-
-
-async def growth_flow_once(client: Client, k: int) -> None:
-    """One flow of `ask{k}`: k questions asked one after another, k+1 rounds."""
-    _expect_text(await client.call_tool(f"ask{k}", {}), "yes")
-
-
 async def growth_state_sizes(client: Client, k: int) -> list[int]:
     """Drive `ask{k}` round by round; the `requestState` length (chars) after each round."""
     sizes: list[int] = []
@@ -319,7 +302,7 @@ async def growth_state_sizes(client: Client, k: int) -> list[int]:
             f"ask{k}", {}, input_responses=responses, request_state=state, allow_input_required=True
         )
         if not isinstance(result, types.InputRequiredResult):
-            _expect_text(result, "yes")
+            expect_text(result, "yes")
             return sizes
         state = result.request_state
         sizes.append(len(state or ""))

@@ -24,8 +24,11 @@ from typing import Any
 
 from benchmarks.harness import LOOPBACK, AsyncOp, ConcurrencyResult, run_concurrent, serve_uvicorn
 from benchmarks.official import CONFIRM_SCHEMA, MAX_QUESTIONS, QUESTION, SEAL_KEY
+from benchmarks.tool_calls import (
+    growth_flow_once,
+    mrtr_flow_once,
+)
 from mrtr import (
-    CallToolResult,
     Client,
     ClientOptions,
     ElicitRequestParams,
@@ -34,7 +37,6 @@ from mrtr import (
     RoundInfo,
     Server,
     ServerOptions,
-    TextContent,
 )
 from mrtr.client import InputRequiredConfig
 from mrtr.protocol import jsonrpc
@@ -161,27 +163,6 @@ async def stdio_client() -> AsyncIterator[Client]:
 
 
 # --- workloads: one unit of work each --------------------------------------------
-
-
-def _expect_text(result: CallToolResult, expected: str) -> None:
-    block = result.content[0] if result.content else None
-    if result.is_error or not isinstance(block, TextContent) or block.text != expected:
-        raise AssertionError(f"unexpected tool result: {result!r}")
-
-
-async def mrtr_flow_once(client: Client) -> None:
-    """One full MRTR flow: `confirm` -> input_required -> handler answers -> retry -> "yes"."""
-    _expect_text(await client.call_tool("confirm", {}), "yes")
-
-
-async def plain_call_once(client: Client) -> None:
-    """One `tools/call` of `add(2, 3)` with no MRTR round."""
-    _expect_text(await client.call_tool("add", {"a": 2, "b": 3}), "5")
-
-
-async def growth_flow_once(client: Client, k: int) -> None:
-    """One flow of `ask{k}`: k questions asked one after another, k+1 rounds."""
-    _expect_text(await client.call_tool(f"ask{k}", {}), "yes")
 
 
 async def growth_state_sizes(client: Client, k: int) -> list[int]:

@@ -193,7 +193,7 @@ def _split(results: Mapping[str, Any], workload: Workload) -> Workload:
 
 
 async def run_inproc(s: Settings) -> dict[str, Workload]:
-    from benchmarks import official, ours
+    from benchmarks import official, ours, tool_calls
 
     async with AsyncExitStack() as stack:
         mcp = await stack.enter_async_context(official.inproc_client("mcpserver"))
@@ -201,9 +201,9 @@ async def run_inproc(s: Settings) -> dict[str, Workload]:
         our = await stack.enter_async_context(ours.inproc_client())
         results = await timed(
             {
-                "official/mcpserver": partial(official.mrtr_flow_once, mcp),
-                "official/lowlevel": partial(official.mrtr_flow_once, low),
-                "ours/mrtr": partial(ours.mrtr_flow_once, our),
+                "official/mcpserver": partial(tool_calls.mrtr_flow_once, mcp),
+                "official/lowlevel": partial(tool_calls.mrtr_flow_once, low),
+                "ours/mrtr": partial(tool_calls.mrtr_flow_once, our),
             },
             s,
         )
@@ -221,7 +221,7 @@ async def run_inproc(s: Settings) -> dict[str, Workload]:
 
 async def run_http(s: Settings, which: Sequence[str]) -> dict[str, Workload]:
     """The HTTP MRTR flow with its two-POST floor, and the plain tools/call, on shared servers."""
-    from benchmarks import official, ours
+    from benchmarks import official, ours, tool_calls
 
     out: dict[str, Workload] = {}
     async with AsyncExitStack() as stack:
@@ -242,11 +242,7 @@ async def run_http(s: Settings, which: Sequence[str]) -> dict[str, Workload]:
                 ),
             }
             flows = {
-                name: partial(
-                    official.mrtr_flow_once if name.startswith("official") else ours.mrtr_flow_once,
-                    client,
-                )
-                for name, client in clients.items()
+                name: partial(tool_calls.mrtr_flow_once, client) for name, client in clients.items()
             }
             results = await timed({**flows, **floors}, s)
             out["http_mrtr_flow"] = _split(
@@ -264,12 +260,7 @@ async def run_http(s: Settings, which: Sequence[str]) -> dict[str, Workload]:
             )
         if "plain" in which:
             calls = {
-                name: partial(
-                    official.plain_call_once
-                    if name.startswith("official")
-                    else ours.plain_call_once,
-                    client,
-                )
+                name: partial(tool_calls.plain_call_once, client)
                 for name, client in clients.items()
             }
             results = await timed(calls, s)
@@ -281,15 +272,15 @@ async def run_http(s: Settings, which: Sequence[str]) -> dict[str, Workload]:
 
 
 async def run_stdio(s: Settings) -> dict[str, Workload]:
-    from benchmarks import official, ours
+    from benchmarks import official, ours, tool_calls
 
     async with AsyncExitStack() as stack:
         contenders: dict[str, Callable[[], Awaitable[object]]] = {}
         for form in official.FORMS:
             client = await stack.enter_async_context(official.stdio_client(form))
-            contenders[f"official/{form}"] = partial(official.mrtr_flow_once, client)
+            contenders[f"official/{form}"] = partial(tool_calls.mrtr_flow_once, client)
         our = await stack.enter_async_context(ours.stdio_client())
-        contenders["ours/mrtr"] = partial(ours.mrtr_flow_once, our)
+        contenders["ours/mrtr"] = partial(tool_calls.mrtr_flow_once, our)
         results = await timed(contenders, s)
     workload = Workload(
         "stdio MRTR flow (server in a child process)",
@@ -356,7 +347,7 @@ async def run_seal(s: Settings) -> dict[str, Workload]:
 
 
 async def run_growth(s: Settings) -> dict[str, Workload]:
-    from benchmarks import official, ours
+    from benchmarks import official, ours, tool_calls
 
     ks = s.growth_ks
     times: dict[str, dict[str, Any]] = {}
@@ -369,9 +360,9 @@ async def run_growth(s: Settings) -> dict[str, Workload]:
         # on all k alike and the k=10 / k=1 ratio compares batches timed side by side.
         contenders: dict[str, Callable[[], Awaitable[object]]] = {}
         for k in ks:
-            contenders[f"official/mcpserver@{k}"] = partial(official.growth_flow_once, mcp, k)
-            contenders[f"official/lowlevel@{k}"] = partial(official.growth_flow_once, low, k)
-            contenders[f"ours/mrtr@{k}"] = partial(ours.growth_flow_once, our, k)
+            contenders[f"official/mcpserver@{k}"] = partial(tool_calls.growth_flow_once, mcp, k)
+            contenders[f"official/lowlevel@{k}"] = partial(tool_calls.growth_flow_once, low, k)
+            contenders[f"ours/mrtr@{k}"] = partial(tool_calls.growth_flow_once, our, k)
         results = await timed(contenders, s)
         for key, summary in results.items():
             name, _, k_text = key.partition("@")
@@ -397,7 +388,7 @@ async def run_growth(s: Settings) -> dict[str, Workload]:
 
 
 async def run_concurrency(s: Settings) -> dict[str, Workload]:
-    from benchmarks import harness, official, ours
+    from benchmarks import harness, official, ours, tool_calls
 
     segment = s.concurrency_seconds / s.concurrency_segments
     async with AsyncExitStack() as stack:
@@ -406,14 +397,16 @@ async def run_concurrency(s: Settings) -> dict[str, Workload]:
             url = await stack.enter_async_context(official.http_server(form))
             fleets[f"official/{form}"] = [
                 partial(
-                    official.mrtr_flow_once,
+                    tool_calls.mrtr_flow_once,
                     await stack.enter_async_context(official.http_client(url)),
                 )
                 for _ in range(s.clients)
             ]
         url = await stack.enter_async_context(ours.http_server())
         fleets["ours/mrtr"] = [
-            partial(ours.mrtr_flow_once, await stack.enter_async_context(ours.http_client(url)))
+            partial(
+                tool_calls.mrtr_flow_once, await stack.enter_async_context(ours.http_client(url))
+            )
             for _ in range(s.clients)
         ]
         for ops in fleets.values():  # warm every connection and code path up
@@ -718,7 +711,7 @@ def machine() -> dict[str, Any]:
 async def _spin(kind: str, seconds: float, profiler: cProfile.Profile | None) -> tuple[int, float]:
     """Run our MRTR flow back to back for `seconds` (profiled when `profiler` is given, setup
     and warm-up excluded); returns the number of flows and the seconds they took."""
-    from benchmarks import harness, ours
+    from benchmarks import harness, ours, tool_calls
 
     async with AsyncExitStack() as stack:
         if kind == "inproc":
@@ -727,7 +720,7 @@ async def _spin(kind: str, seconds: float, profiler: cProfile.Profile | None) ->
             url = await stack.enter_async_context(ours.http_server())
             client = await stack.enter_async_context(ours.http_client(url))
         for _ in range(200):
-            await ours.mrtr_flow_once(client)
+            await tool_calls.mrtr_flow_once(client)
         count = 0
         with harness.frozen_heap():
             if profiler is not None:
@@ -735,7 +728,7 @@ async def _spin(kind: str, seconds: float, profiler: cProfile.Profile | None) ->
             start = time.perf_counter()
             deadline = start + seconds
             while time.perf_counter() < deadline and count < 10_000_000:
-                await ours.mrtr_flow_once(client)
+                await tool_calls.mrtr_flow_once(client)
                 count += 1
                 if count % 100 == 0:
                     # Let the loop turn now and then, as it does between batches: an in-memory
