@@ -17,9 +17,8 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast
 
@@ -34,10 +33,9 @@ from mcp.server.mcpserver import Elicit, MCPServer, Resolve
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from pydantic import BaseModel
 
-from benchmarks.harness import LOOPBACK, AsyncOp, ConcurrencyResult, run_concurrent, serve_uvicorn
+from benchmarks.harness import LOOPBACK, AsyncOp, serve_uvicorn
 from benchmarks.tool_calls import (
     expect_text,
-    mrtr_flow_once,
 )
 
 Form = Literal["mcpserver", "lowlevel"]
@@ -473,18 +471,3 @@ async def boundary_seal_verify_op() -> AsyncOp:
             raise AssertionError("boundary did not seal the outbound state")
 
     return op
-
-
-# --- concurrency ----------------------------------------------------------------
-
-
-async def concurrent_flows(
-    url: str, *, clients: int = 32, duration: float = 5.0
-) -> ConcurrencyResult:
-    """`clients` independent `Client(url)`s each running MRTR flows for `duration` s."""
-    async with AsyncExitStack() as stack:
-        ops: list[AsyncOp] = []
-        for _ in range(clients):
-            client = await stack.enter_async_context(http_client(url))
-            ops.append(partial(mrtr_flow_once, client))
-        return await run_concurrent(ops, duration=duration)

@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
-from functools import partial
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import LOOPBACK, AsyncOp, ConcurrencyResult, run_concurrent, serve_uvicorn
+from benchmarks.harness import LOOPBACK, AsyncOp, serve_uvicorn
 from benchmarks.official import CONFIRM_SCHEMA, MAX_QUESTIONS, QUESTION, SEAL_KEY
 from benchmarks.tool_calls import (
     growth_flow_once,
-    mrtr_flow_once,
 )
 from mrtr import (
     Client,
@@ -275,18 +273,3 @@ async def full_round_op() -> AsyncOp:
             raise AssertionError(f"unexpected round-2 response: {response!r}")
 
     return op
-
-
-# --- concurrency ---------------------------------------------------------------------
-
-
-async def concurrent_flows(
-    url: str, *, clients: int = 32, duration: float = 5.0
-) -> ConcurrencyResult:
-    """`clients` independent `Client.http(url)`s each running MRTR flows for `duration` s."""
-    async with AsyncExitStack() as stack:
-        ops: list[AsyncOp] = []
-        for _ in range(clients):
-            client = await stack.enter_async_context(http_client(url))
-            ops.append(partial(mrtr_flow_once, client))
-        return await run_concurrent(ops, duration=duration)
