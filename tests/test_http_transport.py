@@ -1419,3 +1419,26 @@ def test_header_params_follow_properties_chains_only() -> None:
 def test_invalid_header_annotations_are_refused(schema: dict[str, Any]) -> None:
     with pytest.raises(InvalidHeaderAnnotation):
         header_params(schema)
+
+
+async def test_header_blocks_are_reused_per_method_and_name_but_never_mixed(
+    url: str, recorder: Recorder
+) -> None:
+    async with Client.http(url) as client:
+        await client.list_tools()
+        for region in ("eu", "us"):  # a tool mirroring arguments: headers built per call
+            await client.call_tool("route", {"region": region, "priority": 1})
+            assert recorder.last("tools/call")["mcp-param-region"] == region
+        await client.call_tool("add", {"a": 1, "b": 2})
+        await client.read_resource("config://app")
+        await client.call_tool("add", {"a": 3, "b": 4})
+        seen = [(h["mcp-method"], h.get("mcp-name")) for h in recorder.requests[-3:]]
+        assert seen == [
+            ("tools/call", "add"),
+            ("resources/read", "config://app"),
+            ("tools/call", "add"),
+        ]
+        # A name that is not a string cannot be a header; the server says what is wrong.
+        with pytest.raises(McpError) as info:
+            await client.request("tools/call", {"name": ["add"]})
+    assert info.value.code in (INVALID_PARAMS, HEADER_MISMATCH)

@@ -530,6 +530,8 @@ class Client:
         state: str | None,
         started: float,
     ) -> None:
+        if self.options.on_round is None and not logger.isEnabledFor(logging.DEBUG):
+            return  # nobody is watching: skip building the report
         info = RoundInfo(
             method=method,
             target=target,

@@ -55,6 +55,9 @@ class _StreamBroken(Exception):
     """The exchange ended before the response arrived; the request may be re-issued."""
 
 
+_HEADER_CACHE_SIZE = 1024  # distinct (method, name, version) header blocks kept
+
+
 class HTTPTransport:
     """A `ClientTransport` for a Streamable HTTP endpoint such as `http://127.0.0.1:8000/mcp`.
 
@@ -90,6 +93,7 @@ class HTTPTransport:
         #: `x-mcp-header` annotations of the tools seen in `tools/list` results, by tool name.
         self._tool_headers: dict[str, tuple[mcp_headers.HeaderParam, ...]] = {}
         self._own_ids = itertools.count(1)
+        self._header_cache: dict[tuple[Any, Any, Any], CIMultiDict[str]] = {}
 
     # --- ClientTransport ---------------------------------------------------------------------
 
@@ -258,6 +262,36 @@ class HTTPTransport:
     # --- headers -----------------------------------------------------------------------------
 
     def _headers_for(self, message: dict[str, Any]) -> CIMultiDict[str]:
+        params = message.get("params")
+        if not isinstance(params, dict):
+            params = {}
+        method = message.get("method")
+        field = mcp_headers.NAME_FIELDS.get(method) if isinstance(method, str) else None
+        name = params.get(field) if field is not None else None
+        meta = params.get("_meta")
+        version = meta.get(meta_keys.PROTOCOL_VERSION) if isinstance(meta, dict) else None
+        # A request's headers depend on its method, name and version alone unless the tool
+        # mirrors arguments into Mcp-Param-* headers; those blocks are built once and reused
+        # (aiohttp copies what it is given).
+        key = (method, name, version)
+        cacheable = (
+            isinstance(method, str)
+            and isinstance(name, str | None)
+            and isinstance(version, str | None)
+            and not (method == "tools/call" and self._tool_headers.get(name))  # type: ignore[arg-type]
+        )
+        if cacheable:
+            cached = self._header_cache.get(key)
+            if cached is not None:
+                return cached
+        headers = self._build_headers(message)
+        if cacheable:
+            if len(self._header_cache) >= _HEADER_CACHE_SIZE:
+                self._header_cache.clear()
+            self._header_cache[key] = headers
+        return headers
+
+    def _build_headers(self, message: dict[str, Any]) -> CIMultiDict[str]:
         headers = self._base_headers.copy()
         method = message.get("method")
         if isinstance(method, str):
