@@ -5,8 +5,9 @@ the SDK reads and writes that kind of value (a model, a JSON-RPC request, respon
 or error, or an MRTR object). `SKIPPED` lists the files that cannot round-trip, each with the
 reason, and a test checks that they still cannot (so a skip never outlives its reason).
 
-Set `MRTR_SPEC_DIR` to the spec folder (the one holding `examples/`) when it is not at
-`../shared/spec/2026-07-28` from the repository root.
+The examples are kept in this repository under `tests/data/spec-2026-07-28/` (see the README
+there for their source and licence). Set `MRTR_SPEC_DIR` to another spec folder (one holding
+`examples/`) to run the test against a newer copy.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from mrtr.server.replay import validate_answer
 SPEC_DIR = Path(
     os.environ.get(
         "MRTR_SPEC_DIR",
-        Path(__file__).resolve().parents[2] / "shared" / "spec" / "2026-07-28",
+        Path(__file__).resolve().parent / "data" / "spec-2026-07-28",
     )
 )
 EXAMPLES = SPEC_DIR / "examples"
