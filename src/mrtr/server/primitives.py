@@ -27,7 +27,7 @@ from ..protocol.types import (
     TextResourceContents,
     ToolAnnotations,
 )
-from .signature import AnyFunction, FunctionSignature, OutputShape
+from .signature import AnyFunction, FunctionSignature, OutputMismatch, OutputShape
 from .uri_template import UriTemplate
 
 # server/tools.md: names SHOULD use only these characters; clients may refuse others.
@@ -122,15 +122,28 @@ class ToolEntry:
             if value.input_required is not None:
                 return value.input_required  # type: ignore[no-any-return]
             return value.to_wire()
-        if isinstance(value, dict) and value.get("resultType") == "input_required":
-            return InputRequiredResult.model_validate(value)
+        # A dict is the tool's data, whatever keys it has (a tool relaying JSON from elsewhere
+        # must never make the client ask its user something): only an `InputRequiredResult` or
+        # `CallToolResult.input_required` asks.
         content = _content_list(value)
         if content is not None:
             return {"content": content}
         if isinstance(value, str) and self.output.adapter is None:
             return {"content": [{"type": "text", "text": value}]}
         if self.output.adapter is not None:
-            structured = self.output.structured(value)
+            try:
+                structured = self.output.structured(value)
+            except OutputMismatch as exc:
+                return {
+                    "content": [
+                        {
+                            "type": "text",
+                            "text": f"Tool {self.name!r} returned a result that does not match "
+                            f"its output schema: {exc}",
+                        }
+                    ],
+                    "isError": True,
+                }
             text = (
                 value
                 if isinstance(value, str)

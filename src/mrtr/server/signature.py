@@ -89,11 +89,14 @@ class ValidationFailure(Exception):
     """Arguments that do not fit the signature; the message says which and why."""
 
 
-def describe_validation_error(exc: pydantic.ValidationError) -> str:
-    """One readable line per problem: `field: message (got value)`, no internals."""
+def describe_validation_error(exc: pydantic.ValidationError, root: str = "arguments") -> str:
+    """One readable line per problem: `field: message (got value)`, no internals.
+
+    `root` names the whole value, for a problem with no field path.
+    """
     parts = []
     for err in exc.errors(include_url=False):
-        where = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        where = ".".join(str(p) for p in err.get("loc", ())) or root
         got = err.get("input")
         suffix = "" if err.get("type") == "missing" else f" (got {got!r:.60})"
         parts.append(f"{where}: {err.get('msg', 'invalid')}{suffix}")
@@ -242,7 +245,20 @@ class OutputShape:
         return cls(wrapped, adapter, True)
 
     def structured(self, value: Any) -> Any:
-        """The `structuredContent` for a returned value."""
+        """The `structuredContent` for a returned value, checked against the return type.
+
+        Raises `OutputMismatch` when the value does not fit: the declared type is the tool's
+        `outputSchema`, so a client may rely on it (dumping alone would only warn).
+        """
         assert self.adapter is not None
-        data = self.adapter.dump_python(value, mode="json")
+        try:
+            data = self.adapter.dump_python(self.adapter.validate_python(value), mode="json")
+        except pydantic.ValidationError as exc:
+            raise OutputMismatch(describe_validation_error(exc, "result")) from None
+        except pydantic.PydanticSerializationError as exc:
+            raise OutputMismatch(str(exc)) from None
         return {"result": data} if self.wrap else data
+
+
+class OutputMismatch(Exception):
+    """A tool returned a value that does not match its declared return type."""
