@@ -65,6 +65,10 @@ def _server() -> Server:
         return Point(1, 2) if ok else "not a point"  # type: ignore[return-value]
 
     @server.tool()
+    def opaque() -> dict[str, Any]:
+        return {"handle": object()}  # fits the type, but has no JSON form
+
+    @server.tool()
     def numbers() -> list[int]:
         return [1, "two", 3]  # type: ignore[list-item]
 
@@ -102,6 +106,7 @@ async def test_a_result_that_breaks_the_declared_type_is_a_tool_error(
                 "city": ({"ok": False}, "population"),
                 "point": ({"ok": False}, "result"),
                 "numbers": ({}, "1"),
+                "opaque": ({}, "object"),
             }
             for tool, (args, where) in cases.items():
                 result = await client.call_tool(tool, args)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, get_args, get_origin
 
 import pydantic
+import pydantic_core
 import typing_extensions
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -255,7 +256,7 @@ class OutputShape:
             data = self.adapter.dump_python(self.adapter.validate_python(value), mode="json")
         except pydantic.ValidationError as exc:
             raise OutputMismatch(describe_validation_error(exc, "result")) from None
-        except pydantic.PydanticSerializationError as exc:
+        except pydantic_core.PydanticSerializationError as exc:
             raise OutputMismatch(str(exc)) from None
         return {"result": data} if self.wrap else data
 
