@@ -3,8 +3,10 @@
 `FakeServer` is a `ClientTransport` that plays a server from a script: it records every message
 the client sends (as the JSON that would have crossed the wire, with the monotonic time it
 arrived) and answers each request with exactly the next scripted reply. A reply is a result
-object (sent as the response's `result`, untouched), an `Error`, `NEVER` (the request is never
-answered), `Delayed(seconds, reply)`, or a callable that computes the reply from the request.
+object (sent as the response's `result`, untouched), an `Error`, `Raw(fields)` (a response
+with exactly those members beside `jsonrpc` and `id`, to play a server that breaks the
+protocol), `NEVER` (the request is never answered), `Delayed(seconds, reply)`, or a callable
+that computes the reply from the request.
 
 Like the stream transports, cancelling the task awaiting `request` sends (here: records)
 `notifications/cancelled` for that request, so a test can see that the client cancelled rather
@@ -41,6 +43,13 @@ class Error:
     code: int
     message: str
     data: Any = None
+
+
+@dataclass(frozen=True)
+class Raw:
+    """Scripted reply: a response whose members besides `jsonrpc` and `id` are `fields`."""
+
+    fields: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -173,11 +182,13 @@ class FakeServer:
             break
         if reply is NEVER:
             await asyncio.Event().wait()  # cancelled by the client, or the test's guard
-        if isinstance(reply, Error):
+        if isinstance(reply, Raw):
+            response: dict[str, Any] = {"jsonrpc": "2.0", "id": entry.id, **reply.fields}
+        elif isinstance(reply, Error):
             error: dict[str, Any] = {"code": reply.code, "message": reply.message}
             if reply.data is not None:
                 error["data"] = reply.data
-            response: dict[str, Any] = {"jsonrpc": "2.0", "id": entry.id, "error": error}
+            response = {"jsonrpc": "2.0", "id": entry.id, "error": error}
         else:
             response = {"jsonrpc": "2.0", "id": entry.id, "result": reply}
         return orjson.loads(orjson.dumps(response))  # type: ignore[no-any-return]

@@ -892,19 +892,24 @@ def ok_result(message: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("abrupt", [False, True], ids=["stream-ends", "connection-drops"])
-async def test_broken_stream_is_reissued_with_a_new_id(abrupt: bool) -> None:
+async def test_broken_stream_of_a_read_is_reissued_with_a_new_id(abrupt: bool) -> None:
+    # Only a method that just reads is sent again (a tools/call never is: see
+    # test_client_hardening.py).
     seen: list[dict[str, Any]] = []
+    contents = {"contents": [{"uri": "file:///x", "text": "fine"}]}
 
     def script(n: int, message: dict[str, Any]) -> Any:
-        return broken_stream(abrupt) if n == 0 else json_reply(ok_result(message))
+        if n == 0:
+            return broken_stream(abrupt)
+        return json_reply({"jsonrpc": "2.0", "id": message["id"], "result": contents})
 
     logs: list[Any] = []
     async with (
         serve(scripted_app(script, seen)) as base,
         Client.http(base, log_handler=logs.append) as client,
     ):
-        result = await client.call_tool("anything", {"x": 1})
-    assert result.content[0].text == "fine"  # type: ignore[union-attr]
+        result = await client.read_resource("file:///x")
+    assert result.contents[0].text == "fine"  # type: ignore[union-attr]
     first, second = (s["message"] for s in seen)
     assert second["id"] != first["id"]
     assert second["params"] == first["params"]
@@ -918,7 +923,7 @@ async def test_reissuing_stops_after_a_bound() -> None:
         Client.http(base) as client,
     ):
         with pytest.raises(McpError) as raised:
-            await client.call_tool("anything")
+            await client.list_tools()
     assert raised.value.code == CONNECTION_CLOSED
     assert "3 attempts" in raised.value.message
     assert len({s["message"]["id"] for s in seen}) == 3

@@ -16,12 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from ..client.client import Client, InputHandlerError
-from ..protocol.errors import (
-    CONNECTION_CLOSED,
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
-    REQUEST_TIMEOUT,
-    McpError,
-)
+from ..protocol.errors import LOCAL_CODES, MISSING_REQUIRED_CLIENT_CAPABILITY, McpError
 from ..protocol.types import Root
 from .responder import SamplingRefused, TerminalResponder
 from .results import format_tool_result, pretty_json
@@ -115,7 +110,7 @@ class CallCommand:
                 print(f"mrtr call: error: {exc.message}", file=err)
             return 1
         except McpError as exc:
-            if exc.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT):  # raised here, not sent
+            if exc.code in LOCAL_CODES:  # found on this side (its message says it all)
                 print(f"mrtr call: error: {exc.message}", file=err)
                 return 1
             print(f"mrtr call: error {exc.code}: {exc.message}", file=err)

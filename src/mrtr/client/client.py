@@ -15,6 +15,7 @@ import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -31,8 +32,10 @@ from ..protocol import jsonrpc
 from ..protocol import meta as meta_keys
 from ..protocol.errors import (
     INPUT_HANDLER_FAILED,
+    JSONRPC_RESERVED,
+    MAX_INPUT_REQUESTS_EXCEEDED,
     MAX_ROUNDS_EXCEEDED,
-    METHOD_NOT_FOUND,
+    NO_INPUT_HANDLER,
     PROTOCOL_VIOLATION,
     REQUEST_TIMEOUT,
     UNSUPPORTED_PROTOCOL_VERSION,
@@ -92,6 +95,39 @@ _HANDLER_NAMES = {
 }
 
 
+def _parse_result(method: str, model: type[R], result: Mapping[str, Any]) -> R:
+    """`result` as `model`. What a server sends is checked like any input: a result that does
+    not fit is its protocol violation, reported as an `McpError`, never a `ValidationError`."""
+    try:
+        return model.model_validate(result)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        more = exc.error_count() - 1
+        raise McpError(
+            PROTOCOL_VIOLATION,
+            f"{method}: the server's result is not a valid {model.__name__}: "
+            + (f"{where}: " if where else "")
+            + first["msg"]
+            + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""),
+        ) from None
+
+
+@dataclass(slots=True)
+class _FlowPosition:
+    """Where an MRTR flow stands: the `requestState` and answers the next round carries."""
+
+    state: str | None
+    responses: dict[str, Any] | None
+
+    def mark(self, error: McpError) -> McpError:
+        """Record on `error` what resuming the flow needs (see `McpError.request_state`)."""
+        if self.state is not None or self.responses:
+            error.request_state = self.state
+            error.input_responses = dict(self.responses) if self.responses else None
+        return error
+
+
 class InputRequiredError(Exception):
     """With `auto_fulfill=False`: the server needs input; `result` says what it asked."""
 
@@ -132,7 +168,7 @@ class Client:
         self._extra_capabilities = dict(capabilities or {})
         self.options = options or ClientOptions()
         self.client_info = client_info or Implementation(name="mrtr-client", version="0.1.0")
-        self.protocol_version = protocol_version
+        self._protocol_version = protocol_version
         self._handlers: dict[str, Callable[[Any], Any]] = {}
         self._elicitation_modes: tuple[str, ...] = ("form",)
         self._log_handler = log_handler
@@ -165,12 +201,20 @@ class Client:
         *,
         headers: Mapping[str, str] | None = None,
         timeout: float = 600.0,
+        connect_attempts: int = 3,
         **kwargs: Any,
     ) -> Client:
-        """A client for a Streamable HTTP endpoint (`http://host:port/mcp`)."""
+        """A client for a Streamable HTTP endpoint (`http://host:port/mcp`).
+
+        `connect_attempts`: how many times a request whose connection is refused (so nothing
+        was sent) is tried, with a short backoff, before it fails.
+        """
         from ..transport.http_client import HTTPTransport
 
-        return cls(HTTPTransport(url, headers=headers, timeout=timeout), **kwargs)
+        transport = HTTPTransport(
+            url, headers=headers, timeout=timeout, connect_attempts=connect_attempts
+        )
+        return cls(transport, **kwargs)
 
     @classmethod
     def stdio(
@@ -243,9 +287,21 @@ class Client:
             caps["roots"] = {}
         return caps
 
+    @property
+    def protocol_version(self) -> str:
+        """The protocol version new requests are sent with. A -32022 answer naming a version
+        this client speaks switches it, for later requests (a flow already running keeps the
+        version it started with, which its `requestState` is bound to)."""
+        return self._protocol_version
+
+    @protocol_version.setter
+    def protocol_version(self, version: str) -> None:
+        self._protocol_version = version
+        self._rebuild_meta()
+
     def _rebuild_meta(self) -> None:
         self._meta = {
-            meta_keys.PROTOCOL_VERSION: self.protocol_version,
+            meta_keys.PROTOCOL_VERSION: self._protocol_version,
             meta_keys.CLIENT_INFO: self.client_info.to_wire(),
             meta_keys.CLIENT_CAPABILITIES: self.capabilities,
         }
@@ -266,26 +322,41 @@ class Client:
         comes within `timeout` (default `ClientOptions.request_timeout`; 0 = no limit), after
         cancelling the request.
         """
+        result, _ = await self._request(method, params, meta, timeout, self._protocol_version)
+        return result
+
+    async def _request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        meta: Mapping[str, Any] | None,
+        timeout: float | None,  # noqa: ASYNC109 - a per-request bound, applied in _send
+        version: str,
+    ) -> tuple[dict[str, Any], str]:
+        """`request` sent with protocol `version`; returns the result and the version that
+        produced it (another one when the server asked for it with -32022)."""
         body = dict(params) if params else {}
         limit = self.options.request_timeout if timeout is None else timeout
-        response = await self._send(method, body, meta, limit)
+        response = await self._send(method, body, meta, limit, version=version)
         if "error" in response:
             error = McpError.from_error(response["error"])
-            version = self._version_to_retry(error)
-            if version is None:
+            retry = self._version_to_retry(error)
+            if retry is None:
                 raise error
             # The server named the versions it serves: switch to one we speak and ask again,
-            # once, as a new request (versioning.md: the client SHOULD retry).
-            logger.info("server asked for protocol version %s; retrying %s", version, method)
-            self.protocol_version = version
-            self._rebuild_meta()
-            response = await self._send(method, body, meta, limit)
+            # once, as a new request (versioning.md: the client SHOULD retry). Only this
+            # request switches: another flow running on this client keeps its own version.
+            logger.info("server asked for protocol version %s; retrying %s", retry, method)
+            response = await self._send(method, body, meta, limit, version=retry)
             if "error" in response:
                 raise McpError.from_error(response["error"])
+            if self._protocol_version == version:
+                self.protocol_version = retry  # later requests start from what worked
+            version = retry
         result = response.get("result")
         if not isinstance(result, dict):
             raise McpError(PROTOCOL_VIOLATION, f"{method}: the server's result is not an object")
-        return result
+        return result, version
 
     async def _send(
         self,
@@ -294,8 +365,12 @@ class Client:
         meta: Mapping[str, Any] | None,
         limit: float,
         request_id: jsonrpc.RequestId | None = None,
+        version: str | None = None,
     ) -> dict[str, Any]:
-        body["_meta"] = {**self._meta, **meta} if meta else self._meta
+        base = self._meta
+        if version is not None and version != self._protocol_version:
+            base = {**base, meta_keys.PROTOCOL_VERSION: version}
+        body["_meta"] = {**base, **meta} if meta else base
         if request_id is None:
             request_id = next(self._ids)
         message = jsonrpc.request(request_id, method, body)
@@ -311,7 +386,11 @@ class Client:
 
     @staticmethod
     def _version_to_retry(error: McpError) -> str | None:
-        """The version to retry with after -32022, when the server supports one we speak."""
+        """The version to retry with after -32022: the newest the server lists that we speak.
+
+        It may be the one just refused (a rolling deploy, a proxy in between): the request is
+        retried once all the same, never more.
+        """
         if error.code != UNSUPPORTED_PROTOCOL_VERSION or not isinstance(error.data, dict):
             return None
         supported = error.data.get("supported")
@@ -322,30 +401,31 @@ class Client:
                 return version
         return None
 
+    async def _typed(self, method: str, model: type[R], params: Mapping[str, Any] | None) -> R:
+        return _parse_result(method, model, await self.request(method, params))
+
     async def discover(self) -> DiscoverResult:
         """`server/discover`: the server's versions, capabilities and identity."""
-        return DiscoverResult.model_validate(await self.request("server/discover"))
+        return await self._typed("server/discover", DiscoverResult, None)
 
     async def list_tools(self, cursor: str | None = None) -> ListToolsResult:
         """One page of tools (`next_cursor` gives the next)."""
-        return ListToolsResult.model_validate(await self.request("tools/list", _cursor(cursor)))
+        return await self._typed("tools/list", ListToolsResult, _cursor(cursor))
 
     async def list_prompts(self, cursor: str | None = None) -> ListPromptsResult:
         """One page of prompts."""
-        return ListPromptsResult.model_validate(await self.request("prompts/list", _cursor(cursor)))
+        return await self._typed("prompts/list", ListPromptsResult, _cursor(cursor))
 
     async def list_resources(self, cursor: str | None = None) -> ListResourcesResult:
         """One page of resources."""
-        return ListResourcesResult.model_validate(
-            await self.request("resources/list", _cursor(cursor))
-        )
+        return await self._typed("resources/list", ListResourcesResult, _cursor(cursor))
 
     async def list_resource_templates(
         self, cursor: str | None = None
     ) -> ListResourceTemplatesResult:
         """One page of resource templates."""
-        return ListResourceTemplatesResult.model_validate(
-            await self.request("resources/templates/list", _cursor(cursor))
+        return await self._typed(
+            "resources/templates/list", ListResourceTemplatesResult, _cursor(cursor)
         )
 
     async def complete(
@@ -358,7 +438,7 @@ class Client:
         params: dict[str, Any] = {"ref": dict(ref), "argument": dict(argument)}
         if context_arguments:
             params["context"] = {"arguments": dict(context_arguments)}
-        return CompleteResult.model_validate(await self.request("completion/complete", params))
+        return await self._typed("completion/complete", CompleteResult, params)
 
     # --- MRTR calls ----------------------------------------------------------------------------
 
@@ -449,17 +529,23 @@ class Client:
             self._progress[token] = progress
             meta = {**(meta or {}), meta_keys.PROGRESS_TOKEN: token}
         budget = config.max_total_timeout
+        position = _FlowPosition(state, dict(responses) if responses else None)
         try:
             if budget <= 0:
-                return await self._loop(method, target, params, model, responses, state, meta)
+                return await self._loop(method, target, params, model, position, meta)
             with Deadline(budget):
-                return await self._loop(method, target, params, model, responses, state, meta)
+                return await self._loop(method, target, params, model, position, meta)
         except TimeoutError:
-            raise McpError(
-                REQUEST_TIMEOUT,
-                f"{method} {target!r} did not complete within max_total_timeout "
-                f"({budget:g} s); the request in flight was cancelled",
+            raise position.mark(
+                McpError(
+                    REQUEST_TIMEOUT,
+                    f"{method} {target!r} did not complete within max_total_timeout "
+                    f"({budget:g} s); the request in flight was cancelled",
+                )
             ) from None
+        except McpError as error:
+            position.mark(error)  # whatever ended the flow, it can be resumed from here
+            raise
         finally:
             if token is not None:
                 self._progress.pop(token, None)
@@ -470,37 +556,34 @@ class Client:
         target: str,
         base: dict[str, Any],
         model: type[R],
-        responses: Mapping[str, Any] | None,
-        state: str | None,
+        position: _FlowPosition,
         meta: Mapping[str, Any] | None,
     ) -> R:
         config = self.options.input_required
+        # The flow keeps the version it started with: its requestState is bound to it, so a
+        # switch made meanwhile by another flow on this client must not reach its rounds.
+        version = self._protocol_version
         rounds = 0
         backoff = 0.05
         while True:
             params = dict(base)
-            if responses:
-                params["inputResponses"] = dict(responses)
-            if state is not None:
-                params["requestState"] = state
+            if position.responses:
+                params["inputResponses"] = position.responses
+            if position.state is not None:
+                params["requestState"] = position.state
             started = time.perf_counter()
-            result = await self.request(method, params, meta=meta, timeout=config.round_timeout)
+            result, version = await self._request(
+                method, params, meta, config.round_timeout, version
+            )
             kind = result.get("resultType", "complete")
             if kind == "complete":
-                return model.model_validate(result)
+                return _parse_result(method, model, result)
             if kind != INPUT_REQUIRED:
                 raise McpError(
                     PROTOCOL_VIOLATION, f"{method}: the server sent an unknown resultType {kind!r}"
                 )
             if not config.auto_fulfill:
-                raise InputRequiredError(InputRequiredResult.model_validate(result))
-            rounds += 1
-            if rounds > config.max_rounds:
-                raise McpError(
-                    MAX_ROUNDS_EXCEEDED,
-                    f"{method} {target!r}: the server still asked for input after "
-                    f"{config.max_rounds} rounds (max_rounds); giving up",
-                )
+                raise InputRequiredError(_parse_result(method, InputRequiredResult, result))
             requests = result.get("inputRequests")
             state = result.get("requestState")
             if state is not None and not isinstance(state, str):
@@ -512,11 +595,20 @@ class Client:
                     PROTOCOL_VIOLATION,
                     f"{method}: input_required result with neither inputRequests nor requestState",
                 )
+            # From here on the flow resumes from this state, with the answers gathered so far.
+            answers: dict[str, Any] = {}
+            position.state, position.responses = state, answers
+            rounds += 1
+            if rounds > config.max_rounds:
+                raise McpError(
+                    MAX_ROUNDS_EXCEEDED,
+                    f"{method} {target!r}: the server still asked for input after "
+                    f"{config.max_rounds} rounds (max_rounds); giving up",
+                )
             if requests:
-                responses = await self._resolve(requests)
+                await self._resolve(requests, answers)
             else:
                 # Only a state: the server says "not yet". Back off instead of busy-polling.
-                responses = None
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 0.25)
             self._report_round(method, target, rounds, requests or {}, state, started)
@@ -553,23 +645,36 @@ class Client:
                 info.elapsed * 1000,
             )
 
-    async def _resolve(self, requests: Any) -> dict[str, Any]:
-        """Answer every input request of one round, concurrently."""
+    async def _resolve(self, requests: Any, answers: dict[str, Any]) -> None:
+        """Answer every input request of one round, concurrently, into `answers` (which holds
+        the answers that were given even when another handler fails)."""
         if not isinstance(requests, dict):
             raise McpError(PROTOCOL_VIOLATION, "inputRequests from the server is not an object")
+        cap = self.options.input_required.max_input_requests
+        if len(requests) > cap:
+            # Refused before any handler runs: each may prompt a person or call a model.
+            raise McpError(
+                MAX_INPUT_REQUESTS_EXCEEDED,
+                f"the server asked {len(requests)} questions in one round; this client answers "
+                f"at most {cap} (max_input_requests), so none was asked",
+                {"count": len(requests), "max": cap},
+            )
         if len(requests) == 1:
             ((key, request),) = requests.items()
-            return {key: await self._answer(key, request)}
+            answers[key] = await self._answer(key, request)
+            return
+        tasks: dict[str, asyncio.Task[dict[str, Any]]] = {}
         try:
             async with asyncio.TaskGroup() as group:
-                tasks = {
-                    key: group.create_task(self._answer(key, request))
-                    for key, request in requests.items()
-                }
+                for key, request in requests.items():
+                    tasks[key] = group.create_task(self._answer(key, request))
         except BaseExceptionGroup as group_error:
             first = group_error.exceptions[0]
             raise first from first.__cause__  # keeps the handler's own exception as the cause
-        return {key: task.result() for key, task in tasks.items()}
+        finally:
+            for key, task in tasks.items():  # in the server's order, as they were asked
+                if task.done() and not task.cancelled() and task.exception() is None:
+                    answers[key] = task.result()
 
     async def _answer(self, key: str, request: Any) -> dict[str, Any]:
         """Dispatch one input request to its handler; return the bare result."""
@@ -587,7 +692,7 @@ class Client:
                 else "this method is not an input request this client knows"
             )
             raise InputHandlerError(
-                METHOD_NOT_FOUND,
+                NO_INPUT_HANDLER,
                 f"the server asked for input {key!r} with {method}, but {why}",
                 key,
                 method,
@@ -606,9 +711,11 @@ class Client:
             if inspect.isawaitable(answer):
                 answer = await answer
         except Exception as exc:
-            # An McpError keeps its code; either way the error names the input that failed.
+            # An McpError keeps its code unless it is a JSON-RPC one, which would read as the
+            # server's answer; either way the error names the input that failed.
+            own = exc.code if isinstance(exc, McpError) else None
             raise InputHandlerError(
-                exc.code if isinstance(exc, McpError) else INPUT_HANDLER_FAILED,
+                own if own is not None and own not in JSONRPC_RESERVED else INPUT_HANDLER_FAILED,
                 f"the {_HANDLER_NAMES[method]} handler failed on input {key!r}: "
                 f"{type(exc).__name__}: {exc}",
                 key,
@@ -696,7 +803,12 @@ class Client:
 
     async def _on_notification(self, message: dict[str, Any]) -> None:
         method = message.get("method")
-        params = message.get("params") or {}
+        params = message.get("params")
+        if params is None:
+            params = {}
+        elif not isinstance(params, dict):
+            logger.warning("ignoring a %.80r notification whose params are not an object", method)
+            return
         meta = params.get("_meta")
         if isinstance(meta, dict) and meta_keys.SUBSCRIPTION_ID in meta:
             subscription_id = meta[meta_keys.SUBSCRIPTION_ID]
@@ -711,7 +823,15 @@ class Client:
             callback = self._progress.get(token) if valid else None  # type: ignore[arg-type]
             if callback is not None:
                 progress, total = params.get("progress", 0), params.get("total")
-                outcome = callback(progress, total, params.get("message"))
+                text = params.get("message")
+                if not (
+                    _is_number(progress)
+                    and (total is None or _is_number(total))
+                    and (text is None or isinstance(text, str))
+                ):
+                    logger.warning("ignoring a malformed progress notification: %.200r", params)
+                    return
+                outcome = callback(progress, total, text)
                 if inspect.isawaitable(outcome):
                     await outcome
         elif method == "notifications/message":
@@ -725,3 +845,7 @@ class Client:
 
 def _cursor(cursor: str | None) -> dict[str, Any] | None:
     return {"cursor": cursor} if cursor is not None else None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

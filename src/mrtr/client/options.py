@@ -15,6 +15,9 @@ class InputRequiredConfig:
     False the call raises `InputRequiredError` carrying the `InputRequiredResult`, and the
     application retries by hand with `input_responses=` and `request_state=`.
     `max_rounds`: the most input-required results one call accepts before giving up.
+    `max_input_requests`: the most questions one round may ask (at least 1); a round asking
+    more fails the call before any handler runs, so a server cannot make the client call its
+    handlers (or prompt a person) thousands of times.
     `round_timeout`: seconds to wait for the server's answer to one attempt (0 = no limit).
     `max_total_timeout`: seconds for the whole flow, handlers included (0 = no limit).
     """
@@ -23,6 +26,13 @@ class InputRequiredConfig:
     max_rounds: int = 10
     round_timeout: float = 600.0
     max_total_timeout: float = 0.0
+    max_input_requests: int = 16  # last, so positional construction keeps its meaning
+
+    def __post_init__(self) -> None:
+        if self.max_input_requests < 1:
+            raise ValueError(
+                f"max_input_requests must be at least 1, not {self.max_input_requests}"
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,12 +22,41 @@ HTTP_ERROR = -1003  # an HTTP error status without a JSON-RPC error in its body
 PROTOCOL_VIOLATION = -1004  # the peer sent something the protocol does not allow
 MAX_ROUNDS_EXCEEDED = -1005  # the server kept asking for input past `max_rounds`
 INPUT_HANDLER_FAILED = -1006  # a client's own input handler raised or answered nonsense
+MAX_INPUT_REQUESTS_EXCEEDED = -1007  # one round asked more than `max_input_requests` questions
+NO_INPUT_HANDLER = -1008  # the server asked for input the client has no handler for
+RESPONSE_TOO_LARGE = -1009  # the peer's message is larger than the client accepts
+
+#: Every code above that only this SDK's client raises, never a peer.
+LOCAL_CODES = frozenset(
+    {
+        REQUEST_TIMEOUT,
+        CONNECTION_CLOSED,
+        HTTP_ERROR,
+        PROTOCOL_VIOLATION,
+        MAX_ROUNDS_EXCEEDED,
+        INPUT_HANDLER_FAILED,
+        MAX_INPUT_REQUESTS_EXCEEDED,
+        NO_INPUT_HANDLER,
+        RESPONSE_TOO_LARGE,
+    }
+)
+JSONRPC_RESERVED = range(-32768, -32000 + 1)  # codes the JSON-RPC spec reserves
 
 INVALID_REQUEST_STATE_REASON = "invalid_request_state"
 
 
 class McpError(Exception):
-    """An error with a JSON-RPC code, a message a person can act on, and optional data."""
+    """An error with a JSON-RPC code, a message a person can act on, and optional data.
+
+    When the error ended a client's MRTR flow (`call_tool`, `get_prompt`, `read_resource`),
+    `request_state` and `input_responses` say where the flow stood: the last `requestState`
+    and the answers already given for it. Passing both back to the same call resumes the
+    flow there, without asking those questions again. Both are None when there is nothing
+    to carry (the first round, or an error that is not a flow's).
+    """
+
+    request_state: str | None = None
+    input_responses: dict[str, Any] | None = None
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
@@ -44,15 +73,28 @@ class McpError(Exception):
 
     @classmethod
     def from_error(cls, error: Any) -> McpError:
-        """Build from a received JSON-RPC `error` member, tolerating a malformed one."""
-        if not isinstance(error, dict):
-            return cls(INTERNAL_ERROR, f"malformed error from peer: {error!r}")
-        code = error.get("code")
-        message = error.get("message")
+        """Build from a received JSON-RPC `error` member.
+
+        A malformed one (not an object, or without an integer `code`) is the peer's fault but
+        not an error it meant to send, so it becomes a local `PROTOCOL_VIOLATION` rather than a
+        JSON-RPC code the application could take for the peer's own answer.
+        """
+        if isinstance(error, dict):
+            code = error.get("code")
+            if isinstance(code, int) and not isinstance(code, bool):
+                message = error.get("message")
+                return cls(
+                    code,
+                    message if isinstance(message, str) else "error without a message",
+                    error.get("data"),
+                )
+        shown = repr(error)
+        if len(shown) > 200:
+            shown = shown[:200] + "..."
         return cls(
-            code if isinstance(code, int) else INTERNAL_ERROR,
-            message if isinstance(message, str) else "error without a message",
-            error.get("data"),
+            PROTOCOL_VIOLATION,
+            f"the peer sent a malformed JSON-RPC error (an object with an integer code is "
+            f"required): {shown}",
         )
 
     def __repr__(self) -> str:

@@ -10,6 +10,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+#: Default limit on one message a transport reads from its peer (a stdio line, an HTTP body, an
+#: SSE event). Generous: a message holds a whole resource, base64 blobs included; the limit only
+#: stops a runaway or hostile peer from exhausting memory.
+MAX_MESSAGE_SIZE = 16 * 1024 * 1024
+
 #: Receives each notification the server sends (progress, log messages, list changes).
 NotificationHandler = Callable[[dict[str, Any]], Awaitable[None] | None]
 

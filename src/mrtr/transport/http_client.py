@@ -11,15 +11,24 @@ The transport reads `tools/list` results on their way through: it remembers each
 warning), as the spec requires of HTTP clients. A `HeaderMismatch` on `tools/call` makes it
 list the tools again and, if the headers it would send changed, retry once.
 
-Failure handling: a response stream that breaks before the response arrives is re-issued as a
-new request with a new id (streams cannot be resumed), at most `max_reissues` times.
-Cancelling the task awaiting `request` closes the connection, which is how a request is
-cancelled on HTTP. An HTTP error whose body is a JSON-RPC error is returned as that error; any
-other HTTP error raises `McpError(HTTP_ERROR)` naming the status.
+Failure handling follows one rule: never send twice what the server may have acted on. A
+connection that cannot be opened means nothing was sent, so any request is tried again, up to
+`connect_attempts` times with a short backoff. A connection or response stream that breaks
+after the request went out is ambiguous (the server may have run it), so only a method that
+just reads (`_REISSUABLE`) is re-issued, as a new request with a new id (streams cannot be
+resumed), at most `max_reissues` times; anything else, a `tools/call` above all, fails with
+`McpError(CONNECTION_CLOSED)` saying that it may have run. Cancelling the task awaiting
+`request` closes the connection, which is how a request is cancelled on HTTP.
+
+An HTTP error whose body is a JSON-RPC error response is returned as that error; any other
+HTTP error raises `McpError(HTTP_ERROR)` naming the status and, for a 401 or 403, the
+server's `WWW-Authenticate` challenge. A successful status whose body is not a JSON-RPC
+response raises `McpError(PROTOCOL_VIOLATION)`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import itertools
 import logging
@@ -37,13 +46,15 @@ from ..protocol.errors import (
     CONNECTION_CLOSED,
     HEADER_MISMATCH,
     HTTP_ERROR,
+    PROTOCOL_VIOLATION,
     REQUEST_TIMEOUT,
+    RESPONSE_TOO_LARGE,
     McpError,
 )
 from ..protocol.versions import LATEST_PROTOCOL_VERSION
 from . import headers as mcp_headers
-from .base import NotificationHandler
-from .sse import SSEDecoder, SSEError
+from .base import MAX_MESSAGE_SIZE, NotificationHandler
+from .sse import SSEDecoder, SSEError, SSEEventTooLarge
 
 logger = logging.getLogger("mrtr.http")
 
@@ -51,8 +62,35 @@ _ACCEPT = "application/json, text/event-stream"
 _MAX_TOOL_PAGES = 50  # bound on the tools/list pages a header refresh walks through
 
 
+#: Methods that only read, so sending one again after its connection broke mid-exchange
+#: cannot repeat an effect. `resources/read` and `prompts/get` are retrievals by the spec's
+#: definition (a resource is context data, a prompt a template), in every MRTR round too: a
+#: round re-sent with the same answers and `requestState` replays to the same result, and a
+#: server that accepts a state only once refuses the copy (invalid_request_state) rather than
+#: acting twice. Never re-sent: `tools/call` (a tool is an action, and its `idempotentHint`
+#: comes from the server being distrusted here) and `subscriptions/listen` (its id names the
+#: stream, so the caller must see it end and listen again).
+_REISSUABLE = frozenset(
+    {
+        "server/discover",
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        "completion/complete",
+        "resources/read",
+        "prompts/get",
+    }
+)
+
+
 class _StreamBroken(Exception):
-    """The exchange ended before the response arrived; the request may be re-issued."""
+    """The exchange broke after the request went out, before the response arrived: the server
+    may have received it and acted on it."""
+
+
+class _NotConnected(Exception):
+    """The connection could not be opened: nothing was sent."""
 
 
 _HEADER_CACHE_SIZE = 1024  # distinct (method, name, version) header blocks kept
@@ -63,8 +101,12 @@ class HTTPTransport:
 
     `headers` are added to every POST (e.g. `Authorization`). `timeout` bounds one HTTP
     exchange in seconds (0 = no limit); `subscriptions/listen` streams are exempt, as they are
-    meant to stay open. `max_reissues`: how many times a request whose response stream broke is
-    sent again.
+    meant to stay open. `connect_attempts`: how many times a request is tried while the
+    connection is refused (nothing sent), waiting `connect_backoff` seconds after the first
+    refusal and twice as long after each next one (3 and 0.2: within about a second).
+    `max_reissues`: how many times a read-only request whose connection broke mid-exchange is
+    sent again. `max_message_size`: the most bytes one response body or stream event may have
+    (a larger one fails the request with `RESPONSE_TOO_LARGE`, unread).
     """
 
     def __init__(
@@ -74,9 +116,17 @@ class HTTPTransport:
         headers: Mapping[str, str] | None = None,
         timeout: float = 600.0,
         max_reissues: int = 2,
+        connect_attempts: int = 3,
+        connect_backoff: float = 0.2,
+        max_message_size: int = MAX_MESSAGE_SIZE,
     ) -> None:
+        if connect_attempts < 1:
+            raise ValueError(f"connect_attempts must be at least 1, not {connect_attempts}")
         self.url = URL(url)
         self.max_reissues = max_reissues
+        self.connect_attempts = connect_attempts
+        self.connect_backoff = connect_backoff
+        self.max_message_size = max_message_size
         self._timeout = timeout
         # Case-insensitive, so a user header can never duplicate one the protocol sets.
         self._base_headers: CIMultiDict[str] = CIMultiDict(headers or {})
@@ -101,8 +151,10 @@ class HTTPTransport:
         """Open the connection pool; notifications from response streams go to the handler."""
         self._on_notification = on_notification
         if self._session is None:
+            # Idle connections are let go before common servers' own 5 s idle timeout (uvicorn,
+            # Node): a request sent as the server closes its end could not be safely re-sent.
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=100, keepalive_timeout=30.0),
+                connector=aiohttp.TCPConnector(limit=100, keepalive_timeout=4.0),
                 timeout=self._connect_timeout,
             )
 
@@ -152,23 +204,44 @@ class HTTPTransport:
         headers = self._headers_for(message)
         limit = None if method == "subscriptions/listen" or self._timeout <= 0 else self._timeout
         sent = message
-        for attempt in range(self.max_reissues + 1):
+        refused = reissued = 0
+        while True:
             try:
                 answer = await self._exchange(session, sent, headers, limit)
-            except _StreamBroken as exc:
-                if attempt == self.max_reissues:
+            except _NotConnected as exc:
+                refused += 1
+                if refused >= self.connect_attempts:
                     raise McpError(
                         CONNECTION_CLOSED,
-                        f"{method}: {exc}, on every one of {attempt + 1} attempts; giving up",
+                        f"{method}: cannot connect to {self.url} ({exc}) after {refused} "
+                        f"attempt{'s' if refused > 1 else ''}; the request was not sent",
+                        {"mayHaveRun": False},
                     ) from None
-                # No resumption in this protocol: send the request again, as a new request.
-                sent = {**message, "id": f"{message['id']}~{attempt + 1}"}
+                delay = self.connect_backoff * 2 ** (refused - 1)
+                logger.info("%s: cannot connect (%s); trying again in %g s", method, exc, delay)
+                await asyncio.sleep(delay)
+                continue  # nothing was sent: the same request, under the same id
+            except _StreamBroken as exc:
+                if method not in _REISSUABLE:
+                    raise McpError(
+                        CONNECTION_CLOSED,
+                        f"{method}: {exc}; the server may have run it, so it was not sent again",
+                        {"mayHaveRun": True},
+                    ) from None
+                if reissued == self.max_reissues:
+                    raise McpError(
+                        CONNECTION_CLOSED,
+                        f"{method}: {exc}, on every one of {reissued + 1} attempts; giving up",
+                        {"mayHaveRun": True},
+                    ) from None
+                # A read: no resumption in this protocol, so send it again as a new request.
+                reissued += 1
+                sent = {**message, "id": f"{message['id']}~{reissued}"}
                 logger.info("%s: %s; re-issuing it as request %r", method, exc, sent["id"])
                 continue
             if sent is not message and answer.get("id") == sent["id"]:
                 answer["id"] = message["id"]  # the caller knows the request by its first id
             return answer
-        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _exchange(
         self,
@@ -183,8 +256,13 @@ class HTTPTransport:
                 return await self._post(session, message, headers)
             with Deadline(limit):
                 return await self._post(session, message, headers)
+        except (aiohttp.ClientConnectorCertificateError, aiohttp.ClientSSLError) as exc:
+            # A TLS failure will not go away by trying again.
+            raise McpError(
+                CONNECTION_CLOSED, f"{method}: cannot connect to {self.url}: {exc}"
+            ) from None
         except aiohttp.ClientConnectorError as exc:
-            raise McpError(CONNECTION_CLOSED, f"cannot connect to {self.url}: {exc}") from None
+            raise _NotConnected(str(exc)) from None
         except (
             aiohttp.ServerDisconnectedError,
             aiohttp.ClientPayloadError,
@@ -205,18 +283,52 @@ class HTTPTransport:
     async def _post(
         self, session: aiohttp.ClientSession, message: dict[str, Any], headers: CIMultiDict[str]
     ) -> dict[str, Any]:
+        method = str(message.get("method"))
         async with session.post(self.url, data=orjson.dumps(message), headers=headers) as response:
             content_type = response.content_type
-            if content_type == "text/event-stream" and response.status == 200:
-                return await self._read_stream(response)
-            body = await response.read()
+            status = response.status
+            if content_type == "text/event-stream" and status == 200:
+                return await self._read_stream(response, method)
+            body = await self._read_body(response, method)
             answer = _json_response(body) if content_type == "application/json" else None
-            if answer is None:
-                raise _http_error(response, body, str(message.get("method")))
+            if 200 <= status < 300 and status != 202:
+                if answer is None:
+                    raise _not_jsonrpc(response, body, method)
+                return answer
+            # An error status counts as the server's answer only with a JSON-RPC error in it
+            # (a 401's {"error": "invalid_token"}, say, is an HTTP error, not a JSON-RPC one).
+            if answer is None or "error" not in answer:
+                raise _http_error(response, body, method)
             return answer
 
-    async def _read_stream(self, response: aiohttp.ClientResponse) -> dict[str, Any]:
-        decoder = SSEDecoder()
+    async def _read_body(self, response: aiohttp.ClientResponse, method: str) -> bytes:
+        """The whole body, refused unread past `max_message_size` (a hostile server's endless
+        body must not exhaust the client's memory)."""
+        limit = self.max_message_size
+        declared = response.content_length
+        if declared is not None and declared <= limit:
+            return await response.read()
+        if declared is None:  # chunked: read up to the limit
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in response.content.iter_chunked(64 * 1024):
+                size += len(chunk)
+                if size > limit:
+                    break
+                chunks.append(chunk)
+            else:
+                return b"".join(chunks)
+        raise self._too_large(method)
+
+    def _too_large(self, method: str) -> McpError:
+        return McpError(
+            RESPONSE_TOO_LARGE,
+            f"{method}: a response from {self.url} is larger than max_message_size "
+            f"({self.max_message_size} bytes); not read",
+        )
+
+    async def _read_stream(self, response: aiohttp.ClientResponse, method: str) -> dict[str, Any]:
+        decoder = SSEDecoder(self.max_message_size)
         try:
             async for chunk in response.content.iter_any():
                 for event in decoder.feed(chunk):
@@ -227,6 +339,8 @@ class HTTPTransport:
                 answer = await self._take_event(event.event, event.data)
                 if answer is not None:
                     return answer
+        except SSEEventTooLarge:
+            raise self._too_large(method) from None
         except SSEError as exc:
             raise McpError(
                 HTTP_ERROR, f"unreadable response stream from {self.url}: {exc}"
@@ -255,8 +369,9 @@ class HTTPTransport:
                 if inspect.isawaitable(outcome):
                     await outcome
             return None
-        if "result" in message or "error" in message:
+        if _is_response(message):
             return message
+        logger.warning("ignoring an SSE event that is not a JSON-RPC message: %.80r", data)
         return None
 
     # --- headers -----------------------------------------------------------------------------
@@ -381,26 +496,55 @@ def _error_code(response: dict[str, Any]) -> Any:
     return error.get("code") if isinstance(error, dict) else None
 
 
+def _is_response(message: Any) -> bool:
+    """True for a JSON-RPC 2.0 response: an id, and a result or an error object."""
+    return (
+        isinstance(message, dict)
+        and message.get("jsonrpc") == "2.0"
+        and "id" in message
+        and ("result" in message or isinstance(message.get("error"), dict))
+    )
+
+
 def _json_response(body: bytes) -> dict[str, Any] | None:
     """The JSON-RPC response in `body`, or None when it holds none."""
     try:
         message = orjson.loads(body)
     except orjson.JSONDecodeError:
         return None
-    if isinstance(message, dict) and ("result" in message or "error" in message):
-        return message
-    return None
+    return message if _is_response(message) else None
+
+
+def _snippet(body: bytes) -> str:
+    """The start of a body, fit to show a person (control characters replaced)."""
+    text = body[:200].decode("utf-8", "replace").strip()
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 def _http_error(response: aiohttp.ClientResponse, body: bytes, method: str) -> McpError:
     if response.status == 202:
         return McpError(HTTP_ERROR, f"{method}: the server answered 202 Accepted, with no response")
-    snippet = body[:200].decode("utf-8", "replace").strip()
-    detail = f": {snippet}" if snippet else ""
+    snippet = _snippet(body)
+    message = (
+        f"{method}: HTTP {response.status} {response.reason or ''}".rstrip()
+        + f" from {response.url}"
+        + (f": {snippet}" if snippet else "")
+    )
+    data: dict[str, Any] = {"status": response.status}
+    challenge = response.headers.get("WWW-Authenticate")
+    if challenge is not None:
+        # What an authorization flow needs to go on (the scheme, realm, resource metadata).
+        message += f" (WWW-Authenticate: {_snippet(challenge.encode())})"
+        data["wwwAuthenticate"] = challenge
+    return McpError(HTTP_ERROR, message, data)
+
+
+def _not_jsonrpc(response: aiohttp.ClientResponse, body: bytes, method: str) -> McpError:
+    snippet = _snippet(body)
     return McpError(
-        HTTP_ERROR,
-        f"{method}: HTTP {response.status} {response.reason or ''} from {response.url}".rstrip()
-        + detail,
+        PROTOCOL_VIOLATION,
+        f"{method}: HTTP {response.status} from {response.url} is not a JSON-RPC response "
+        f"({response.content_type or 'no content type'})" + (f": {snippet}" if snippet else ""),
         {"status": response.status},
     )
 

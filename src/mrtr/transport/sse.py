@@ -34,7 +34,11 @@ class SSEEvent(NamedTuple):
 
 
 class SSEError(ValueError):
-    """The stream broke the decoder's limits."""
+    """The stream is not one the decoder can read."""
+
+
+class SSEEventTooLarge(SSEError):
+    """An event is larger than the decoder's `max_event_size`."""
 
 
 class SSEDecoder:
@@ -67,7 +71,7 @@ class SSEDecoder:
             start = match.end()
         self._buffer = buffer[start:]
         if self._size + len(self._buffer) > self._max_event_size:
-            raise SSEError(f"an SSE event is larger than {self._max_event_size} bytes")
+            raise SSEEventTooLarge(f"an SSE event is larger than {self._max_event_size} bytes")
         return events
 
     def close(self) -> list[SSEEvent]:
@@ -101,7 +105,7 @@ class SSEDecoder:
             self._data.append(value)
             self._size += len(value) + 1
             if self._size > self._max_event_size:
-                raise SSEError(f"an SSE event is larger than {self._max_event_size} bytes")
+                raise SSEEventTooLarge(f"an SSE event is larger than {self._max_event_size} bytes")
         elif name == b"event":
             self._event = value.decode("utf-8", "replace")
         # "id", "retry" and unknown fields are ignored: MCP streams cannot be resumed.

@@ -28,9 +28,15 @@ from typing import TYPE_CHECKING, Any, cast
 import orjson
 
 from ..protocol import jsonrpc
-from ..protocol.errors import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, McpError
+from ..protocol.errors import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    RESPONSE_TOO_LARGE,
+    McpError,
+)
 from ..server.connection import ServerConnection
-from .base import NotificationHandler
+from .base import MAX_MESSAGE_SIZE, NotificationHandler
 from .process_stdio import LineWriter, open_stdin, open_stdout
 
 if TYPE_CHECKING:
@@ -40,9 +46,6 @@ logger = logging.getLogger("mrtr.stdio")
 #: The child's stderr, one record per line (at INFO: stderr is not an error channel).
 server_stderr_logger = logging.getLogger("mrtr.stdio.server")
 
-#: Default limit on one message (one line), both ways. Generous: a line holds a whole
-#: resource, base64 blobs included; the limit only stops a runaway peer from exhausting memory.
-MAX_MESSAGE_SIZE = 16 * 1024 * 1024
 
 _NEWLINE = orjson.OPT_APPEND_NEWLINE
 # A request's id, when it is the first member or follows "jsonrpc" (as every SDK writes it).
@@ -504,7 +507,7 @@ class StdioTransport:
         if future is not None and not future.done():
             future.set_exception(
                 McpError(
-                    INTERNAL_ERROR,
+                    RESPONSE_TOO_LARGE,
                     f"the server's response is larger than max_message_size ({limit}); "
                     "raise StdioTransport(max_message_size=...) to accept it",
                 )
