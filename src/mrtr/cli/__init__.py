@@ -8,11 +8,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import sys
 from collections.abc import Sequence
 
 from .. import __version__
+from ..transport.http_limits import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_KEEP_ALIVE,
+    DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_INFLIGHT_BODY_BYTES,
+    check_body_sizes,
+)
 
 _CALL_USAGE = """\
 mrtr call [options] URL TOOL [key=value ...]
@@ -43,9 +53,15 @@ _SERVE_EPILOG = """\
 TARGET names a Server object: MODULE:ATTR (shop.app:server) or FILE.py:ATTR
 (examples/shop.py:server). Without :ATTR the module's `server` is used, or its only Server.
 
+With --transport http, every connection is bounded: the limits above (0 turns one off, but
+for --keep-alive and --max-body-size) keep slow, idle or too many clients from holding the
+server. In production, put a reverse proxy or load balancer in front (TLS, its own timeouts
+and limits): see the README.
+
 examples:
   mrtr serve shop.py:server                       # stdio, for an MCP host to spawn
-  mrtr serve shop.app:server --transport http --port 8000"""
+  mrtr serve shop.app:server --transport http --port 8000
+  mrtr serve shop.app:server --transport http --max-connections 200 --body-timeout 10"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,6 +94,14 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     )
     serve.add_argument("--host", help="address to listen on with http (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to listen on with http (default 8000)")
+    limits = serve.add_argument_group("HTTP limits (with --transport http)")
+    for flag, seconds, default, text in _HTTP_LIMITS:
+        limits.add_argument(
+            flag,
+            type=float if seconds else int,
+            metavar="SECONDS" if seconds else "N",
+            help=f"{text} (default {default:g})" if seconds else f"{text} (default {default})",
+        )
 
     call = commands.add_parser(
         "call",
@@ -124,6 +148,23 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     return parser, {"serve": serve, "call": call, "demo": demo}
 
 
+# flag, whether it is in seconds (else a count), default, help
+_HTTP_LIMITS: list[tuple[str, bool, float | int, str]] = [
+    ("--header-timeout", True, DEFAULT_HEADER_TIMEOUT,
+     "seconds a client has to send a request's headers"),
+    ("--body-timeout", True, DEFAULT_BODY_TIMEOUT,
+     "seconds a client has to send a request's body, once its headers are in"),
+    ("--keep-alive", True, DEFAULT_KEEP_ALIVE,
+     "seconds an idle connection stays open between requests; more than 0"),
+    ("--max-connections", False, DEFAULT_MAX_CONNECTIONS,
+     "connections open at once; more get 503 (kept below the open-files limit)"),
+    ("--max-body-size", False, DEFAULT_MAX_BODY_SIZE,
+     "bytes of one request body; larger ones get 413; more than 0"),
+    ("--max-inflight-body-bytes", False, DEFAULT_MAX_INFLIGHT_BODY_BYTES,
+     "bytes of request bodies in progress at once; past it, 503 with Retry-After"),
+]  # fmt: skip
+
+
 def _check_port(parser: argparse.ArgumentParser, port: int | None) -> None:
     if port is not None and not 0 <= port <= 65535:
         parser.error(f"--port {port}: a port is a number from 0 to 65535")
@@ -135,8 +176,28 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     _check_port(parser, args.port)
     if args.transport == "stdio" and (args.host is not None or args.port is not None):
         parser.error("--host and --port apply to --transport http only")
+    limits = {}
+    for flag, *_ in _HTTP_LIMITS:
+        name = flag[2:].replace("-", "_")
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if args.transport != "http":
+            parser.error(f"{flag} applies to --transport http only")
+        positive = name in ("keep_alive", "max_body_size")  # these cannot be turned off
+        if not 0 <= value < math.inf or (positive and not value > 0):
+            least = "more than 0" if positive else ">= 0 (0 turns the limit off)"
+            parser.error(f"{flag} {value}: give a number {least}")
+        limits[name] = value
     try:
-        serve(args.target, args.transport, args.host, args.port)
+        check_body_sizes(
+            limits.get("max_body_size", DEFAULT_MAX_BODY_SIZE),
+            limits.get("max_inflight_body_bytes", DEFAULT_MAX_INFLIGHT_BODY_BYTES),
+        )
+    except ValueError as exc:
+        parser.error(f"--max-body-size, --max-inflight-body-bytes: {exc}")
+    try:
+        serve(args.target, args.transport, args.host, args.port, **limits)
     except TargetError as exc:
         parser.error(str(exc))
     except TargetImportError as exc:

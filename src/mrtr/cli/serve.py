@@ -136,8 +136,13 @@ def _failure(where: str) -> str:
     return f"importing {where} failed:\n{traceback.format_exc().rstrip()}"
 
 
-def serve(target: str, transport: str, host: str | None, port: int | None) -> None:
-    """Load `target` and serve it until stopped (stdio: until stdin closes)."""
+def serve(
+    target: str, transport: str, host: str | None, port: int | None, **http_options: Any
+) -> None:
+    """Load `target` and serve it until stopped (stdio: until stdin closes).
+
+    `http_options` go to `serve_http` (its limits: `header_timeout=`, `max_connections=`...).
+    """
     server = load_server(target)
     if transport == "http":
         host = host or "127.0.0.1"
@@ -148,7 +153,7 @@ def serve(target: str, transport: str, host: str | None, port: int | None) -> No
             file=sys.stderr,
             flush=True,
         )
-        server.run(transport="http", host=host, port=port)
+        server.run(transport="http", host=host, port=port, **http_options)
     else:
         server.run(transport="stdio")
 

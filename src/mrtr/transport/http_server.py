@@ -11,14 +11,19 @@ Checks, in order, each with the status the spec gives and a JSON-RPC error body 
 act on: path (404), HTTP method (405), `Origin` against the allowlist (403; localhost only by
 default, against DNS rebinding) and `Host` when an allowlist is given (403), `Content-Type`
 (415), `Accept` (406; no header means anything goes, and a client that takes JSON but not SSE
-gets JSON with its notifications dropped), body size (413), JSON (400, -32700), JSON-RPC shape
-(400, -32600), and the request metadata headers against the body (400, -32020 HeaderMismatch;
-see `headers.py`). Errors from the dispatcher keep their JSON-RPC code and get the status the
-spec ties to it (400 for -32600/-32602/-32020/-32021/-32022, 404 for -32601); any other error
-is a normal JSON-RPC answer with 200. A notification is accepted with 202 and no body.
+gets JSON with its notifications dropped), body size (413), room in the server's budget of
+request-body bytes in flight (503 with `Retry-After`, before the body is read), JSON (400,
+-32700), JSON-RPC shape (400, -32600), and the request metadata headers against the body
+(400, -32020 HeaderMismatch; see `headers.py`). Errors from the dispatcher keep their JSON-RPC
+code and get the status the spec ties to it (400 for -32600/-32602/-32020/-32021/-32022, 404
+for -32601); any other error is a normal JSON-RPC answer with 200. A notification is accepted
+with 202 and no body.
 
 The handler's `transport_info` is the request's ASGI scope (headers, client address...), for
 `ServerOptions.principal`.
+
+`serve_http` runs the app under uvicorn with the connection limits of `http_limits.py`
+(timeouts for headers, body and idle keep-alive; bounds on connections and header bytes).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from ..protocol import jsonrpc
 from ..protocol import meta as meta_keys
 from ..protocol.errors import (
     HEADER_MISMATCH,
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -46,6 +52,20 @@ from ..protocol.errors import (
     McpError,
 )
 from . import headers as mcp_headers
+from .http_guard import guarded_protocol
+from .http_limits import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_KEEP_ALIVE,
+    DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HEADER_SIZE,
+    DEFAULT_MAX_INFLIGHT_BODY_BYTES,
+    HTTPLimits,
+    check_body_sizes,
+    connection_cap,
+    raise_open_files_limit,
+)
 from .sse import KEEPALIVE, encode_event
 
 if TYPE_CHECKING:
@@ -58,7 +78,6 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-DEFAULT_MAX_BODY_SIZE = 4 * 1024 * 1024
 _LOCAL_HOSTS = frozenset(("localhost", "127.0.0.1", "::1"))
 
 # The statuses the spec ties to JSON-RPC error codes; every other answer is 200.
@@ -141,8 +160,11 @@ class StreamableHTTPApp:
     `"*"` for any); by default only `http(s)://` localhost, 127.0.0.1 and [::1] on any port.
     A request without `Origin` (not from a browser) is always accepted.
     `allowed_hosts`: if given, the `Host` header must name one of these hosts (port ignored).
-    `max_body_size`: larger bodies get 413. `keepalive_interval`: seconds between SSE comments
-    on quiet `subscriptions/listen` streams (0 = none).
+    `max_body_size`: larger bodies get 413. `max_inflight_body_bytes`: bytes of request bodies
+    this app holds at once, from the start of their reading to the end of their requests; a
+    request that would go past it gets 503 with `Retry-After` (0 = no limit). It bounds the
+    memory many concurrent large bodies take. `keepalive_interval`: seconds between SSE
+    comments on quiet `subscriptions/listen` streams (0 = none).
     """
 
     def __init__(
@@ -153,11 +175,15 @@ class StreamableHTTPApp:
         allowed_origins: Iterable[str] | None = None,
         allowed_hosts: Iterable[str] | None = None,
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        max_inflight_body_bytes: int = DEFAULT_MAX_INFLIGHT_BODY_BYTES,
         keepalive_interval: float = 15.0,
     ) -> None:
+        check_body_sizes(max_body_size, max_inflight_body_bytes)
         self.server = server
         self.path = path
         self.max_body_size = max_body_size
+        self.max_inflight_body_bytes = max_inflight_body_bytes
+        self.inflight_body_bytes = 0  # bytes of the bodies of requests in progress
         self.keepalive_interval = keepalive_interval
         self._origins = (
             None if allowed_origins is None else {o.rstrip("/").lower() for o in allowed_origins}
@@ -235,6 +261,20 @@ class StreamableHTTPApp:
         body = await self._read_body(headers, receive, send)
         if body is None:
             return
+        try:
+            await self._handle(scope, receive, send, headers, body, accept_sse)
+        finally:
+            self.inflight_body_bytes -= len(body)
+
+    async def _handle(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: dict[bytes, bytes],
+        body: bytes,
+        accept_sse: bool,
+    ) -> None:
         try:
             message = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
@@ -322,31 +362,72 @@ class StreamableHTTPApp:
     async def _read_body(
         self, headers: dict[bytes, bytes], receive: Receive, send: Send
     ) -> bytes | None:
+        """The request's body, counted in `inflight_body_bytes` (the caller takes it out once
+        the request is over), or None once the request has been answered (or abandoned)."""
         limit = self.max_body_size
         declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            await _too_large(send, limit)
-            return None
-        message = await receive()
-        body: bytes = message.get("body", b"")
-        if not message.get("more_body", False):
-            if len(body) > limit:
+        held = 0
+        if declared is not None and declared.isdigit():
+            held = int(declared)
+            if held > limit:
                 await _too_large(send, limit)
                 return None
-            return body
-        chunks = [body]
-        size = len(body)
-        while message.get("more_body", False):
+            # Booked before a byte is read, so concurrent bodies cannot pass the budget
+            # together while each is still arriving.
+            if not self._book(held):
+                await self._busy(send)
+                return None
+        try:
             message = await receive()
-            if message["type"] == "http.disconnect":
-                return None
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                await _too_large(send, limit)
-                return None
-            chunks.append(chunk)
+            body: bytes = message.get("body", b"")
+            if not message.get("more_body", False) and len(body) == held:
+                return body  # the common case: one message, the declared length
+            chunks = []
+            size = 0
+            while True:
+                if message["type"] == "http.disconnect":
+                    self.inflight_body_bytes -= held
+                    return None
+                body = message.get("body", b"")
+                size += len(body)
+                if size > limit:
+                    await _too_large(send, limit)
+                    self.inflight_body_bytes -= held
+                    return None
+                if size > held:  # no Content-Length: booked as it arrives
+                    if not self._book(size - held):
+                        await self._busy(send)
+                        self.inflight_body_bytes -= held
+                        return None
+                    held = size
+                chunks.append(body)
+                if not message.get("more_body", False):
+                    break
+                message = await receive()
+        except BaseException:
+            self.inflight_body_bytes -= held
+            raise
+        self.inflight_body_bytes += size - held  # a body shorter than declared
         return b"".join(chunks)
+
+    def _book(self, size: int) -> bool:
+        """Count `size` more body bytes in flight, if the budget has room for them."""
+        budget = self.max_inflight_body_bytes
+        if budget and self.inflight_body_bytes + size > budget:
+            return False
+        self.inflight_body_bytes += size
+        return True
+
+    async def _busy(self, send: Send) -> None:
+        logger.debug("503: %d body bytes already in flight", self.inflight_body_bytes)
+        await _reject(
+            send,
+            503,
+            INTERNAL_ERROR,
+            "Service Unavailable: the server is receiving as many request bodies as it "
+            f"holds at once ({self.max_inflight_body_bytes} bytes); retry in a moment",
+            extra=[(b"retry-after", b"1")],
+        )
 
     # --- header checks -----------------------------------------------------------------------
 
@@ -672,21 +753,52 @@ async def serve_http(
     allowed_hosts: Iterable[str] | None = None,
     max_body_size: int = DEFAULT_MAX_BODY_SIZE,
     keepalive_interval: float = 15.0,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    keep_alive: float = DEFAULT_KEEP_ALIVE,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
+    max_inflight_body_bytes: int = DEFAULT_MAX_INFLIGHT_BODY_BYTES,
     **uvicorn_kwargs: Any,
 ) -> None:
     """Serve `server` over Streamable HTTP with uvicorn until stopped (Ctrl-C, SIGTERM).
 
+    Connections are bounded (see `HTTPLimits`, where 0 turns a limit off): `header_timeout`
+    and `body_timeout` seconds for a request's headers and body (408 past them), `keep_alive`
+    seconds of idleness between requests, `max_connections` open at once (503 past it;
+    lowered if need be to stay clear of the process's open-files limit, whose soft value is
+    first raised toward the hard one), `max_header_size` bytes of headers (431), and
+    `max_inflight_body_bytes` of request bodies in progress at once (503 with `Retry-After`).
+
     uvicorn picks uvloop and httptools when they are installed. Other keyword arguments go to
-    `uvicorn.Config` (access logging is off unless `access_log=True`). At shutdown, open
-    `subscriptions/listen` streams end gracefully before connections are drained.
+    `uvicorn.Config` (access logging is off unless `access_log=True`; `http` may name "h11" or
+    "httptools"). At shutdown, open `subscriptions/listen` streams end gracefully before
+    connections are drained.
     """
+    if "timeout_keep_alive" in uvicorn_kwargs:
+        raise TypeError("serve_http: pass keep_alive=..., not timeout_keep_alive=...")
+    if uvicorn_kwargs.get("ws", "none") != "none":
+        # An upgraded connection would leave the connection count; the endpoint takes none.
+        raise ValueError("serve_http: the MCP endpoint serves no WebSockets (ws must be 'none')")
+    limits = HTTPLimits(
+        header_timeout=header_timeout,
+        body_timeout=body_timeout,
+        keep_alive=keep_alive,
+        max_connections=connection_cap(max_connections, raise_open_files_limit()),
+        max_header_size=max_header_size,
+        max_inflight_body_bytes=max_inflight_body_bytes,
+    )
     app = StreamableHTTPApp(
         server,
         path=path,
         allowed_origins=allowed_origins,
         allowed_hosts=allowed_hosts,
         max_body_size=max_body_size,
+        max_inflight_body_bytes=limits.max_inflight_body_bytes,
         keepalive_interval=keepalive_interval,
     )
     uvicorn_kwargs.setdefault("access_log", False)
+    uvicorn_kwargs["ws"] = "none"
+    uvicorn_kwargs["http"] = guarded_protocol(limits, uvicorn_kwargs.get("http", "auto"))
+    uvicorn_kwargs["timeout_keep_alive"] = limits.keep_alive
     await _Uvicorn(uvicorn.Config(app, host=host, port=port, **uvicorn_kwargs), server).serve()
