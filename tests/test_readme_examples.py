@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,10 @@ def _readme_namespace() -> dict[str, Any]:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
     assert len(blocks) >= 4, "the README lost its runnable examples"
     namespace: dict[str, Any] = {"__name__": "readme"}
+    # The README reads its sealing keys from the environment, as a deployment would.
+    os.environ.setdefault(
+        "SHOP_STATE_KEYS", f"{secrets.token_urlsafe(32)} {secrets.token_urlsafe(32)}"
+    )
     for block in blocks:
         exec(compile(block, str(README), "exec"), namespace)
     return namespace

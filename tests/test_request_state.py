@@ -23,15 +23,26 @@ from mrtr.server.request_state import (
     VerifiedState,
     digest_arguments,
     mint_request_state,
+    new_flow_id,
     verify_request_state,
 )
 
 SECRET = b"k" * 32
 OTHER_SECRET = b"o" * 32
 NOW = 1_700_000_000.0
-TOKEN_RE = re.compile(r"1\.[A-Za-z0-9_-]+")
-# kid + nonce + AES-GCM tag + header (flags, round, expiry) + binding tag
-OVERHEAD = 4 + 12 + 16 + 13 + 16
+PREFIX = "2."  # the token format's version
+TOKEN_RE = re.compile(r"2\.[A-Za-z0-9_-]+")
+# kid + nonce + AES-GCM tag; the plaintext is header (flags, pad, round, expiry) + flow id +
+# binding tag + data, padded to a multiple of 64 bytes
+RAW_OVERHEAD = 4 + 12 + 16
+PLAIN_HEADER = 14 + 16 + 16
+
+
+def token_length(data_len: int) -> int:
+    """The length of a token carrying `data_len` bytes."""
+    plaintext = math.ceil((PLAIN_HEADER + data_len) / 64) * 64
+    return 2 + math.ceil((RAW_OVERHEAD + plaintext) * 4 / 3)
+
 
 RING = RequestStateKeyRing(SECRET)
 BINDING = StateBinding(
@@ -62,9 +73,10 @@ def cause_of(ring: RequestStateKeyRing, binding: StateBinding, token: Any, **kw:
 
 
 def test_round_trip_returns_data_round_and_expiry() -> None:
-    token = mint_request_state(RING, BINDING, b"payload", round=3, ttl=30, now=NOW)
+    flow = new_flow_id()
+    token = mint_request_state(RING, BINDING, b"payload", round=3, flow_id=flow, ttl=30, now=NOW)
     state = verify_request_state(RING, BINDING, token, now=NOW + 1)
-    assert state == VerifiedState(round=3, expires_at=NOW + 30, data=b"payload")
+    assert state == VerifiedState(round=3, expires_at=NOW + 30, data=b"payload", flow_id=flow)
 
 
 def test_round_trip_empty_data_and_max_round() -> None:
@@ -107,26 +119,16 @@ def test_token_is_url_safe_ascii_without_padding() -> None:
 
 
 def test_small_state_stays_small() -> None:
-    data = b"s" * 200  # compressible but below the compression threshold
+    data = b"s" * 18  # with the 46-byte header, exactly one 64-byte block
     token = mint_request_state(RING, BINDING, data, round=1)
-    assert len(token) == 2 + math.ceil((OVERHEAD + len(data)) * 4 / 3)
+    assert len(token) == token_length(len(data)) == 2 + math.ceil((32 + 64) * 4 / 3)
 
 
-def test_large_compressible_data_is_compressed_and_round_trips() -> None:
-    data = b'{"item": "value", "n": 1},' * 200
-    token = mint_request_state(RING, BINDING, data, round=1)
-    assert len(token) < len(data) // 4
-    assert verify_request_state(RING, BINDING, token).data == data
-    plain = mint_request_state(RING, BINDING, data, round=1, compress=False)
-    assert len(plain) > len(data)
-    assert verify_request_state(RING, BINDING, plain).data == data
-
-
-def test_large_incompressible_data_is_stored_raw() -> None:
-    data = os.urandom(4096)
-    token = mint_request_state(RING, BINDING, data, round=1)
-    assert len(token) == 2 + math.ceil((OVERHEAD + len(data)) * 4 / 3)
-    assert verify_request_state(RING, BINDING, token).data == data
+def test_data_is_stored_uncompressed_and_padded_to_blocks() -> None:
+    for data in (b'{"item": "value", "n": 1},' * 200, os.urandom(4096), b"", b"x" * 19):
+        token = mint_request_state(RING, BINDING, data, round=1)
+        assert len(token) == token_length(len(data))
+        assert verify_request_state(RING, BINDING, token).data == data
 
 
 def test_bytearray_and_memoryview_data_round_trip_as_bytes() -> None:
@@ -285,19 +287,22 @@ def test_non_str_token_raises_invalid_request_state(token: object) -> None:
     [
         ("", "malformed"),
         ("1", "malformed"),
-        ("1.", "malformed"),
-        ("1.A", "malformed"),
-        ("1.AA==", "malformed"),
-        ("1.====", "malformed"),
-        ("1.\x00\x00\x00\x00", "malformed"),
-        ("1.\u00e9\u00e9\u00e9\u00e9", "malformed"),
-        ("1.\ud800", "malformed"),
+        ("2.", "malformed"),
+        ("2.A", "malformed"),
+        ("2.AA==", "malformed"),
+        ("2.====", "malformed"),
+        ("2.\x00\x00\x00\x00", "malformed"),
+        ("2.\u00e9\u00e9\u00e9\u00e9", "malformed"),
+        ("2.\ud800", "malformed"),
         ("\ud800", "malformed"),
         ("v1.AAAA", "malformed"),
-        ("2.AAAA", "unknown_version"),
+        ("2.AAAA", "malformed"),
+        ("1.AAAA", "unknown_version"),
         ("0.AAAA", "unknown_version"),
         ("12.AAAA", "unknown_version"),
-        ("1." + "A" * 10_000, "unknown_key"),
+        ("2." + "A" * 10_000, "malformed"),  # not whole blocks
+        ("2." + "A" * 128, "unknown_key"),
+        ("1." + "A" * 128, "unknown_version"),  # version 1 (could be compressed) is retired
     ],
 )
 def test_garbage_tokens_raise_invalid_request_state_with_cause(token: str, cause: str) -> None:
@@ -307,7 +312,7 @@ def test_garbage_tokens_raise_invalid_request_state_with_cause(token: str, cause
 def test_short_token_is_malformed_not_other_error() -> None:
     valid_raw = unb64(mint_request_state(RING, BINDING, b"", round=0))
     for size in range(len(valid_raw)):
-        assert cause_of(RING, BINDING, "1." + b64(valid_raw[:size])) == "malformed"
+        assert cause_of(RING, BINDING, PREFIX + b64(valid_raw[:size])) == "malformed"
 
 
 def test_every_single_bit_flip_is_rejected() -> None:
@@ -317,7 +322,7 @@ def test_every_single_bit_flip_is_rejected() -> None:
     for bit in range(len(raw) * 8):
         flipped = bytearray(raw)
         flipped[bit // 8] ^= 1 << (bit % 8)
-        causes.add(cause_of(RING, BINDING, "1." + b64(bytes(flipped)), now=NOW))
+        causes.add(cause_of(RING, BINDING, PREFIX + b64(bytes(flipped)), now=NOW))
     assert causes == {"unknown_key", "decrypt_failed"}
     assert verify_request_state(RING, BINDING, token, now=NOW).data == b"abc"
 
@@ -325,7 +330,7 @@ def test_every_single_bit_flip_is_rejected() -> None:
 def test_spliced_ciphertext_from_another_token_is_rejected() -> None:
     first = unb64(mint_request_state(RING, BINDING, b"first", round=1))
     second = unb64(mint_request_state(RING, BINDING, b"other", round=1))
-    assert cause_of(RING, BINDING, "1." + b64(first[:16] + second[16:])) == "decrypt_failed"
+    assert cause_of(RING, BINDING, PREFIX + b64(first[:16] + second[16:])) == "decrypt_failed"
 
 
 def test_token_sealed_with_unlabelled_aad_is_rejected() -> None:
@@ -333,12 +338,13 @@ def test_token_sealed_with_unlabelled_aad_is_rejected() -> None:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     raw = unb64(mint_request_state(RING, BINDING, b"x", round=1))
-    forged = raw[:16] + AESGCM(os.urandom(32)).encrypt(raw[4:16], b"\x00" * 40, None)
-    assert cause_of(RING, BINDING, "1." + b64(forged)) == "decrypt_failed"
+    forged = raw[:16] + AESGCM(os.urandom(32)).encrypt(raw[4:16], b"\x00" * 64, None)
+    assert cause_of(RING, BINDING, PREFIX + b64(forged)) == "decrypt_failed"
 
 
 def test_non_canonical_trailing_bits_are_rejected() -> None:
-    token = mint_request_state(RING, BINDING, b"", round=0)
+    # Two 64-byte blocks make a raw length that is not a multiple of 3.
+    token = mint_request_state(RING, BINDING, b"x" * 20, round=0)
     assert len(token[2:]) % 4 in (2, 3)  # the last character carries unused bits
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
     same_bytes = [
@@ -352,7 +358,7 @@ def test_non_canonical_trailing_bits_are_rejected() -> None:
 def test_standard_base64_alphabet_and_padding_are_rejected() -> None:
     token = next(
         t
-        for t in (mint_request_state(RING, BINDING, b"x", round=1) for _ in range(1000))
+        for t in (mint_request_state(RING, BINDING, b"x" * 20, round=1) for _ in range(1000))
         if ("-" in t or "_" in t) and len(t[2:]) % 4
     )
     standard = token.translate(str.maketrans("-_", "+/"))
@@ -386,12 +392,11 @@ def test_token_contents_are_confidential() -> None:
     assert b"4111" not in raw
 
 
-def test_tampered_compressed_payload_is_rejected_before_decompression() -> None:
+def test_tampered_large_payload_is_rejected() -> None:
     data = b"a" * 5000
     raw = bytearray(unb64(mint_request_state(RING, BINDING, data, round=1)))
-    assert len(raw) < 200  # the payload really is stored compressed
     raw[-20] ^= 0xFF
-    assert cause_of(RING, BINDING, "1." + b64(bytes(raw))) == "decrypt_failed"
+    assert cause_of(RING, BINDING, PREFIX + b64(bytes(raw))) == "decrypt_failed"
 
 
 @pytest.mark.parametrize(
@@ -489,10 +494,10 @@ def _text_mutation(draw: st.DrawFn, token: str) -> str:
     if kind == "replace_char":
         return token[:pos] + draw(st.sampled_from(BASE64URL + "+/=.")) + token[pos + 1 :]
     if kind == "version":
-        prefix = draw(st.sampled_from(["", "1", "2.", "0.", "01.", "1..", "v1.", "1.1.", " 1."]))
+        prefix = draw(st.sampled_from(["", "2", "1.", "0.", "02.", "2..", "v2.", "2.2.", " 2."]))
         return prefix + token[2:]
     # the same bytes in padded standard base64
-    return "1." + base64.b64encode(unb64(token)).decode("ascii")
+    return PREFIX + base64.b64encode(unb64(token)).decode("ascii")
 
 
 @st.composite
@@ -506,7 +511,7 @@ def scenarios(draw: st.DrawFn) -> tuple[str, str, StateBinding, float]:
     family = draw(st.sampled_from(["raw", "text", "binding", "key", "clock", "splice"]))
     now = NOW
     if family == "raw":
-        mutated = "1." + b64(_raw_mutation(draw, unb64(token)))
+        mutated = PREFIX + b64(_raw_mutation(draw, unb64(token)))
     elif family == "text":
         mutated = _text_mutation(draw, token)
     elif family == "binding":
@@ -551,7 +556,7 @@ def test_no_mutated_token_is_ever_accepted(scenario: tuple[str, str, StateBindin
     assert verify_request_state(RING, binding, token, now=NOW).round >= 0
 
 
-@given(st.text(max_size=200) | st.from_regex(r"\A1\.[A-Za-z0-9_-]{0,200}\Z"))
+@given(st.text(max_size=200) | st.from_regex(r"\A2\.[A-Za-z0-9_-]{0,200}\Z"))
 def test_arbitrary_strings_only_raise_invalid_request_state(text: str) -> None:
     with pytest.raises(InvalidRequestState):
         verify_request_state(RING, BINDING, text)
@@ -610,5 +615,6 @@ def test_arguments_digest_binds_state_to_arguments() -> None:
 def test_helper_decoding_matches_token_layout() -> None:
     token = mint_request_state(RING, BINDING, b"abc", round=1)
     raw = unb64(token)
-    assert len(raw) == OVERHEAD + 3
+    assert len(raw) == RAW_OVERHEAD + 64
+    assert len(token) == token_length(3)
     assert b64(raw) == token[2:]

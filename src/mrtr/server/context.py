@@ -2,17 +2,17 @@
 
 Besides logging and progress, the context is where a handler asks the client for input:
 `await ctx.elicit(...)`, `ctx.sample(...)`, `ctx.list_roots()`, `ctx.ask({...})`, and keeps
-work from repeating across rounds with `ctx.once(...)`. See `replay.py` for the rules.
+work from repeating across rounds with `ctx.once(...)`. The context is a face over the replay
+engine (`replay.Replay`), which owns all of that state; see `replay.py` for the rules.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
-import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-import orjson
 import pydantic
 
 from ..inputs import (
@@ -37,11 +37,10 @@ from ..protocol.types import (
     TextContent,
 )
 from .replay import (
-    MISSING,
     Batch,
     Question,
+    Replay,
     RoundState,
-    convert_answer,
     typed_elicit_converter,
 )
 
@@ -53,9 +52,6 @@ M = TypeVar("M", bound=pydantic.BaseModel)
 
 #: Sends one JSON-RPC notification on the stream of the request being handled.
 NotifySink = Callable[[dict[str, Any]], Awaitable[None]]
-
-_KEY_PREFIX = {ELICITATION_CREATE: "elicit", SAMPLING_CREATE_MESSAGE: "sample", ROOTS_LIST: "roots"}
-
 
 _EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -72,11 +68,10 @@ class RequestContext:
     """The request being handled: its metadata, the client's capabilities, and MRTR."""
 
     __slots__ = (
+        "_engine",
+        "_input_responses",
         "_notify",
         "_progress",
-        "_questions",
-        "_state",
-        "input_responses",
         "meta",
         "method",
         "params",
@@ -102,11 +97,19 @@ class RequestContext:
         self.params = params
         self.meta: dict[str, Any] = params.get("_meta") or {}
         self.transport_info = transport_info
-        self.input_responses: dict[str, Any] = input_responses or {}
+        self._input_responses: dict[str, Any] = input_responses or {}
         self._notify = notify
-        self._state = state if state is not None else RoundState()
-        self._questions: dict[str, Question[Any]] = {}
+        self._engine = Replay(state, method)
         self._progress: float | None = None
+
+    @property
+    def _state(self) -> RoundState:
+        # The engine's state: what the sealed `requestState` restores and carries on.
+        return self._engine.state
+
+    @_state.setter
+    def _state(self, state: RoundState) -> None:
+        self._engine.state = state
 
     # --- what the request says -----------------------------------------------------------
 
@@ -143,9 +146,29 @@ class RequestContext:
         return self._state.round
 
     @property
+    def flow_id(self) -> str:
+        """A random id of this flow: the same on every round of one request, new for the next.
+
+        Use it as an idempotency key for side effects (a payment, an email) so that a replayed
+        round cannot repeat them. It travels sealed in `requestState`.
+        """
+        return self._state.ensure_flow_id()
+
+    @property
     def request_state(self) -> str | None:
         """The plaintext a manual-style handler put in its last `InputRequiredResult`."""
+        self._engine.saw_inputs()  # replay rule 7: a manual-style handler reached its inputs
         return self._state.user
+
+    @property
+    def input_responses(self) -> dict[str, Any]:
+        """This round's `inputResponses` as the client sent them (for the manual style)."""
+        self._engine.saw_inputs()  # replay rule 7, as for `request_state`
+        return self._input_responses
+
+    @input_responses.setter
+    def input_responses(self, responses: dict[str, Any]) -> None:
+        self._input_responses = responses
 
     def client_supports(self, method: str, *, url_mode: bool = False) -> bool:
         """Whether the client declared the capability an input request of `method` needs."""
@@ -171,7 +194,7 @@ class RequestContext:
 
         `log` and `report_progress` stay silent meanwhile: the client already heard them.
         """
-        return self._state.replaying
+        return self._engine.replaying
 
     async def log(self, level: str, data: Any, logger: str | None = None) -> None:
         """Send a log message to the client, if it asked for this level or lower on this request.
@@ -182,8 +205,13 @@ class RequestContext:
         if level not in rank:
             # Checked before anything else so the mistake shows whatever the client asked for.
             raise ValueError(f"unknown log level {level!r}: use one of {', '.join(rank)}")
+        self._engine.track()  # replay rule 8: a task that logs is one the run can cancel
         wanted = self.log_level
-        if wanted is None or self._notify is None or self.replaying:
+        if wanted is None or self._notify is None:
+            return
+        if self._engine.replaying:
+            if self._engine.tick():
+                await asyncio.sleep(0)  # replay rule 2: a replay loop still lets the loop turn
             return
         if rank[level] < rank.get(wanted, 0):
             return
@@ -200,8 +228,13 @@ class RequestContext:
         Progress must increase; a value not above the last one sent is dropped, and nothing is
         sent while `replaying`.
         """
+        self._engine.track()  # as in `log`
         token = self.progress_token
-        if token is None or self._notify is None or self.replaying:
+        if token is None or self._notify is None:
+            return
+        if self._engine.replaying:
+            if self._engine.tick():
+                await asyncio.sleep(0)  # as in `log`
             return
         if self._progress is not None and progress <= self._progress:
             return
@@ -215,22 +248,9 @@ class RequestContext:
 
     # --- asking the client (MRTR) ----------------------------------------------------------
 
-    def _register(self, question: Question[Any]) -> None:
-        existing = self._questions.get(question.key)
-        if existing is not None and existing.digest != question.digest:
-            raise ValueError(
-                f"input key {question.key!r} is already used for another question in this request"
-            )
-        self._questions[question.key] = question
-
-    def _key(self, method: str, key: str | None) -> str:
-        if key is not None:
-            return key
-        return f"{_KEY_PREFIX[method]}-{len(self._questions) + 1}"
-
     def pending(self) -> dict[str, Question[Any]]:
         """Questions created in this run that still have no answer."""
-        return {k: q for k, q in self._questions.items() if q.answer() is MISSING}
+        return self._engine.pending()
 
     def question(
         self,
@@ -239,18 +259,12 @@ class RequestContext:
         key: str | None = None,
         convert: Callable[[str, Any], T] | None = None,
     ) -> Question[T]:
-        """Ask any input request; awaiting the question gives the answer (see `replay.py`)."""
-        return self._ask(request.method, request.params, key, convert)
+        """Ask any input request; awaiting the question gives the answer (see `replay.py`).
 
-    def _ask(
-        self,
-        method: str,
-        params: dict[str, Any],
-        key: str | None,
-        convert: Callable[[str, Any], T] | None = None,
-    ) -> Question[T]:
-        conv = convert if convert is not None else convert_answer(method)
-        return Question(self, self._key(method, key), method, params, conv)
+        Only `elicitation/create`, `sampling/createMessage` and `roots/list` can be asked;
+        another method is a `ValueError`.
+        """
+        return self._engine.ask(request.method, request.params, key, convert)
 
     @overload
     def elicit(
@@ -287,7 +301,7 @@ class RequestContext:
                 "message": request,
                 "requestedSchema": schema if schema is not None else _EMPTY_SCHEMA,
             }
-            return self._ask(ELICITATION_CREATE, params, key)
+            return self._engine.ask(ELICITATION_CREATE, params, key)
         form = ElicitRequestParams(
             message=request,
             mode="form",
@@ -334,25 +348,18 @@ class RequestContext:
 
     def ask(self, requests: Mapping[str, InputRequest]) -> Batch:
         """Ask several questions in one round; awaiting gives `{key: answer}`."""
-        return Batch({key: self.question(req, key=key) for key, req in requests.items()})
+        return Batch(
+            self._engine, {key: self.question(req, key=key) for key, req in requests.items()}
+        )
 
-    async def once(self, key: str, fn: Callable[[], Any]) -> Any:
+    async def once(self, key: str, fn: Callable[[], Any], *, type: Any = None) -> Any:
         """Run `fn` (sync or async) once across all rounds of this request.
 
-        Its result must be JSON-serializable: it is recorded in the sealed state and returned
-        as recorded on every later round.
+        Its result is recorded in the sealed state and given back on every later round the
+        way it came the first time: restored through `fn`'s return annotation, or through
+        `type=` when given (a pydantic model, a dataclass, `datetime`, `tuple[str, int]`...);
+        without either it must be plain JSON. A result that would come back different is a
+        `ReplayError`. Two calls with the same key share one run of `fn`; with the same key
+        and different functions, they are a `ReplayError`.
         """
-        store = self._state.once
-        if key in store:
-            return store[key]
-        value = fn()
-        if inspect.isawaitable(value):
-            value = await value
-        try:
-            recorded = orjson.loads(orjson.dumps(value))
-        except TypeError as exc:
-            raise TypeError(
-                f"ctx.once({key!r}): the result must be JSON-serializable: {exc}"
-            ) from None
-        store[key] = recorded
-        return recorded
+        return await self._engine.once(key, fn, type)

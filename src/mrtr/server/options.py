@@ -1,23 +1,51 @@
-"""Server configuration (seed: `ServerOptions`, `ServerOptions::InputRequiredConfig`)."""
+"""Server configuration (seed: `ServerOptions`, `ServerOptions::InputRequiredConfig`).
+
+Options are checked when they are built, so a mistake shows at start-up with a message that
+says how to fix it, not later as a refused request: impossible values raise `ValueError`,
+risky ones are logged as warnings on the `mrtr.server` logger.
+"""
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from .request_state import check_secrets
+
 if TYPE_CHECKING:
     from .request_state import StateBinding, VerifiedState
+
+logger = logging.getLogger("mrtr.server")
 
 Secret = str | bytes
 
 #: Replaces built-in verification: `(token, binding) -> VerifiedState`, raising on any failure.
 RequestStateVerifier = Callable[[str, "StateBinding"], "VerifiedState | Awaitable[VerifiedState]"]
 
+#: Called with every state that passed verification, before any handler runs:
+#: `(state, binding) -> None`, sync or async; raising refuses the state (see `ServerOptions`).
+RequestStateGuard = Callable[["VerifiedState", "StateBinding"], "Awaitable[None] | None"]
+
 #: Derives the authenticated caller of a request from what the transport knows about it
 #: (`RequestContext.transport_info`: the ASGI scope over Streamable HTTP, with its headers;
 #: `"stdio"` or `"memory"` otherwise); `None` when there is none.
 PrincipalResolver = Callable[[Any], "str | None"]
+
+
+def _positive_int(owner: str, name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{owner}.{name} must be a positive integer, not {value!r}")
+
+
+def _seconds(owner: str, name: str, value: object, meaning_of_zero: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ValueError(
+            f"{owner}.{name} must be a number of seconds >= 0 ({meaning_of_zero}), not {value!r}"
+        )
+    return float(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,12 +54,24 @@ class InputRequiredConfig:
 
     `max_rounds`: the most `InputRequiredResult`s one request may go through before the server
     refuses to ask again. `round_timeout`: seconds one round of handler execution may take
-    (0 = no limit). `legacy_shim`: reserved for serving MRTR handlers to legacy-era clients.
+    (0 = no limit). `max_responses`: the most `inputResponses` entries one request may carry.
+    `max_response_bytes`: the most bytes of JSON they may take together (the answers are kept
+    in the sealed state, so this also bounds how fast it grows). `legacy_shim`: reserved for
+    serving MRTR handlers to legacy-era clients.
     """
 
     max_rounds: int = 10
     round_timeout: float = 600.0
     legacy_shim: bool = True
+    max_responses: int = 64
+    max_response_bytes: int = 256 * 1024
+
+    def __post_init__(self) -> None:
+        owner = "InputRequiredConfig"
+        _positive_int(owner, "max_rounds", self.max_rounds)
+        _seconds(owner, "round_timeout", self.round_timeout, "0 = no limit")
+        _positive_int(owner, "max_responses", self.max_responses)
+        _positive_int(owner, "max_response_bytes", self.max_response_bytes)
 
 
 _Config = InputRequiredConfig  # the options class re-exports it under the seed's nested name
@@ -42,12 +82,21 @@ class ServerOptions:
     """Server options.
 
     `request_state_key`: the secret that seals `requestState` (AEAD), or a list of secrets of
-    which the first seals and all verify, for rotation. Without one the server makes a random
-    key per process: fine for one process, but **every instance of a multi-instance deployment
-    must be given the same key**, or a retry that lands on another instance is refused.
-    `request_state_ttl`: seconds a sealed state stays valid (0 = never expires).
-    `request_state_verifier`: replaces the built-in verification (e.g. with a KMS, or to make
-    a state single-use); states are still sealed with `request_state_key`.
+    which the first seals and all verify, for rotation; each at least 32 bytes. Without one
+    the server makes a random key per process: fine for one process, but **every instance of
+    a multi-instance deployment must be given the same key**, or a retry that lands on another
+    instance is refused.
+    `request_state_ttl`: seconds a sealed state stays valid; it bounds how long a person may
+    take to answer, so keep it at least `input_required.round_timeout` (a warning says so).
+    0 means never expires and is warned about; `math.inf` means the same, deliberately.
+    `max_state_bytes`: the longest `requestState` accepted, checked before anything is decoded
+    (and never minted: a state that would grow past it is refused with -32602).
+    `request_state_verifier`: replaces the built-in verification (e.g. with a KMS); states are
+    still sealed with `request_state_key`. Return the `VerifiedState` the token held, its
+    `flow_id` included, or `ctx.flow_id` changes from round to round.
+    `request_state_guard`: called with each state that passed verification (its `flow_id`,
+    `round` and expiry) and the request's binding, before any handler runs; raising refuses
+    the state with the same -32602 as a forged one. Use it to make states single-use.
     `principal`: derives the authenticated caller, which the state is then bound to.
     `page_size`: items per page of list results. `list_ttl_ms`/`list_cache_scope`: caching hints
     on list results.
@@ -56,7 +105,8 @@ class ServerOptions:
     InputRequiredConfig: ClassVar[type[_Config]] = InputRequiredConfig
 
     request_state_key: Secret | Sequence[Secret] | None = None
-    request_state_ttl: float = 300.0
+    # As long as the default round_timeout: a person answering may take as long as a round.
+    request_state_ttl: float = 600.0
     request_state_verifier: RequestStateVerifier | None = None
     input_required: _Config = field(default_factory=lambda: _Config())
     principal: PrincipalResolver | None = None
@@ -64,3 +114,29 @@ class ServerOptions:
     list_ttl_ms: int = 0
     list_cache_scope: str = "public"
     instructions: str | None = None
+    max_state_bytes: int = 1024 * 1024
+    request_state_guard: RequestStateGuard | None = None
+
+    def __post_init__(self) -> None:
+        if self.request_state_key is not None:
+            check_secrets(self.request_state_key)
+        _positive_int("ServerOptions", "max_state_bytes", self.max_state_bytes)
+        _positive_int("ServerOptions", "page_size", self.page_size)
+        ttl = _seconds("ServerOptions", "request_state_ttl", self.request_state_ttl, "0 = never")
+        round_timeout = self.input_required.round_timeout
+        if ttl == 0:
+            logger.warning(
+                "request_state_ttl=0: sealed requestStates never expire, so one copied from a "
+                "log or a proxy can be replayed at any later time; give a lifetime in seconds, "
+                "or request_state_ttl=math.inf to keep states forever without this warning"
+            )
+        elif not math.isinf(ttl) and 0 < ttl < round_timeout:
+            logger.warning(
+                "request_state_ttl (%g s) is shorter than input_required.round_timeout (%g s): "
+                "a person who takes more than %g s to answer gets 'Invalid requestState' and "
+                "must start over; set request_state_ttl to at least %g",
+                ttl,
+                round_timeout,
+                ttl,
+                round_timeout,
+            )

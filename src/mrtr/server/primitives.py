@@ -73,6 +73,11 @@ def _doc(fn: AnyFunction, description: str | None) -> str | None:
     return doc or None
 
 
+def tool_error(message: str) -> dict[str, Any]:
+    """A `CallToolResult` wire dict reporting a failure the model can read (`isError`)."""
+    return {"content": [{"type": "text", "text": message}], "isError": True}
+
+
 class ToolEntry:
     """A registered tool."""
 
@@ -134,16 +139,10 @@ class ToolEntry:
             try:
                 structured = self.output.structured(value)
             except OutputMismatch as exc:
-                return {
-                    "content": [
-                        {
-                            "type": "text",
-                            "text": f"Tool {self.name!r} returned a result that does not match "
-                            f"its output schema: {exc}",
-                        }
-                    ],
-                    "isError": True,
-                }
+                return tool_error(
+                    f"Tool {self.name!r} returned a result that does not match its output "
+                    f"schema: {exc}"
+                )
             text = (
                 value
                 if isinstance(value, str)

@@ -1,40 +1,80 @@
 """The MRTR engine: deterministic replay of a handler across stateless rounds.
 
+`Replay` owns everything about one attempt (round) of a request: the recorded answers, the
+questions asked, their keys, `once` results, the tasks of the run and what goes out. It does no
+I/O; `RequestContext` is its face towards the handler, and `rounds.py` restores and seals it.
+
 Rules (everything the engine guarantees lives here):
 
-1. A handler asks by creating a question (`ctx.elicit(...)`, `ctx.sample(...)`, ...). Each
-   question has a key (given, or `<kind>-<n>` by creation order, which replay reproduces) and a
-   digest of its exact method and params.
+1. A handler asks by creating a question (`ctx.elicit(...)`, `ctx.sample(...)`, ...; only
+   `elicitation/create`, `sampling/createMessage` and `roots/list` can be asked). Each question
+   has a digest of its exact method and params, and a key: the one given, or `<kind>-<8 hex>`
+   taken from the digest (`-2`, `-3`, ... appended for the second, third identical question of
+   a run). Automatic keys thus follow the question, not the order concurrent branches reach it
+   in: the same question has the same key on every round.
 2. Awaiting a question whose key holds an answer recorded for the same digest returns that
-   answer at once; no task switch, no suspension.
+   answer without suspending (but every 64th recorded answer or `once` result a run takes lets
+   the event loop turn once, so that `round_timeout` can stop a handler looping over them). A
+   key is asked once per run: asking again under a key this run already awaited is a
+   `ReplayError` naming the key (a loop re-asking `key="more"` would otherwise get the same
+   recorded answer forever).
 3. Awaiting an unanswered question raises `InputPending` (a `BaseException`, so `except
    Exception` in user code does not swallow it) out of the handler. Every question created in
    that run and still unanswered goes out in the same `InputRequiredResult`: `ctx.ask`,
-   `asyncio.gather` of questions, and gathered coroutines that reach their question in the
-   same step all ask in one round. (A branch that first awaits something else asks in a later
-   round; correctness never depends on batching.)
-4. A handler that returns normally while a question it created went unanswered computed its
-   result without that answer; the round ends as input-required all the same.
+   `asyncio.gather` or an `asyncio.TaskGroup` of questions, and concurrent branches that reach
+   their question in the same step all ask in one round. (A branch that first awaits something
+   else may ask in a later round; correctness never depends on batching.)
+4. The question wins. A run with an unanswered question ends as input-required when the handler
+   returns normally (it computed its result without that answer), raises `InputPending`, raises
+   an error chained from one (`except BaseException as e: raise Other() from e`, or raised
+   while handling it), or raises a group (TaskGroup) of nothing but these and cancellations. A
+   group holding any other error is that error: a tool reports it as its result. Cancelling the
+   request itself (the client's cancellation, `round_timeout`) is never turned into anything.
 5. The state sealed into `requestState` holds every recorded answer with its digest, the keys
    and digests asked in the last round, `ctx.once` results, and the handler's own plaintext.
    An `inputResponses` entry is taken only for a key the last round asked, and is pinned to the
-   digest it was asked with: a handler that asks something else under that key is asked again.
+   digest it was asked with: a handler that asks something else under that key is asked again,
+   and a warning names the key and the question it now asks. A warning also names an answered
+   automatic key the run did not ask again while asking a new one (a question that changes
+   from run to run, such as one holding a timestamp, gets a new key every round).
 6. A request without `requestState` has no last round to pin to; an `inputResponses` entry it
    carries answers the question asked under that key in this run (validated against it), as
    the spec lets a client answer on any attempt. Keys nothing asks for are ignored.
 7. A round "replays" until the handler reaches a question the last round asked (or one still
    unanswered): code before that point already ran, so its logs and progress are not sent
-   again (`ctx.replaying`).
+   again (`ctx.replaying`). A manual-style handler reaches it by reading `ctx.input_responses`
+   or `ctx.request_state`.
+8. Tasks created while the handler runs belong to the run (a context variable marks them), and
+   a task of the run that uses the context is tracked. When the run stops for input, `once`
+   calls already started finish and are recorded, then every tracked task still running is
+   cancelled and awaited before the state is sealed; when it fails or is cancelled, they are
+   cancelled too. Once a question is pending no `once` starts (it raises `InputPending`: the
+   round ends input-required anyway, and it runs in a later round). A task that asks or calls
+   `once` after its run ended gets `InputPending` if the run stopped for input (its branch
+   asks in a later round), and otherwise a `ReplayError`, which is also logged: nothing it
+   asks could reach the client. (A task that never used the context before the run stopped
+   cannot be seen: Python 3.11 cannot tell which run a task belongs to without a task factory,
+   and the loop's task factory belongs to the application. It ends at its next use.)
+9. `ctx.once(key, fn)` runs `fn` once across the rounds of a request; concurrent calls with one
+   key share that one run. Its result is recorded in the state and given back through `fn`'s
+   return annotation or `type=` (see `once_codec.py`), or as plain JSON without one; a result
+   that would not come back the same is a `ReplayError` when it is produced, and the round is
+   not sealed even if the handler swallows that error. Two `once` calls of one run with the
+   same key and different functions are a `ReplayError`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import binascii
+import contextvars
 import functools
 import hashlib
-from collections.abc import Callable, Generator
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Final, Generic, NoReturn, TypeVar
 
 import orjson
 import pydantic
@@ -42,12 +82,15 @@ import pydantic
 from ..inputs import ELICITATION_CREATE, ROOTS_LIST, SAMPLING_CREATE_MESSAGE, InputRequest
 from ..protocol.errors import McpError, invalid_params
 from ..protocol.types import CreateMessageResult, ElicitResult, ListRootsResult
+from .input_bounds import stored_answer
+from .once_codec import OnceCodec, Unrecordable, callable_identity, codec_for
+from .request_state import new_flow_id
 from .signature import describe_validation_error
 
-if TYPE_CHECKING:
-    from .context import RequestContext
+logger = logging.getLogger("mrtr.server")
 
 T = TypeVar("T")
+A = TypeVar("A")
 MISSING: Any = object()
 
 _ANSWER_MODELS: dict[str, type[pydantic.BaseModel]] = {
@@ -61,13 +104,27 @@ class InputPending(BaseException):
     """Raised where a handler awaits an unanswered question; the server catches it."""
 
 
+class ReplayError(RuntimeError):
+    """A handler broke a rule of the replay engine; the message names the rule and the key."""
+
+
+#: The methods a handler can ask, with the prefix of their automatic keys (rule 1).
+KEY_PREFIX = {ELICITATION_CREATE: "elicit", SAMPLING_CREATE_MESSAGE: "sample", ROOTS_LIST: "roots"}
+
+
+def _question_hash(method: str, params: dict[str, Any]) -> bytes:
+    raw = orjson.dumps([method, params], option=orjson.OPT_SORT_KEYS)
+    return hashlib.blake2b(raw, digest_size=12).digest()
+
+
+def _digest_text(hashed: bytes) -> str:
+    # Only ever compared, inside the sealed state: any compact alphabet will do.
+    return binascii.b2a_base64(hashed, newline=False).decode()
+
+
 def question_digest(method: str, params: dict[str, Any]) -> str:
     """A short, stable digest of a question (method + canonical params)."""
-    raw = orjson.dumps([method, params], option=orjson.OPT_SORT_KEYS)
-    # Only ever compared, inside the sealed state: any compact alphabet will do.
-    return binascii.b2a_base64(
-        hashlib.blake2b(raw, digest_size=12).digest(), newline=False
-    ).decode()
+    return _digest_text(_question_hash(method, params))
 
 
 def validate_answer(key: str, method: str, value: Any) -> pydantic.BaseModel:
@@ -94,20 +151,20 @@ class RoundState:
     once: dict[str, Any] = field(default_factory=dict)
     user: str | None = None
     unsealed: dict[str, Any] | None = None  # answers sent without a state (rule 6); never sealed
-    caught_up: bool = False  # rule 7: the run reached where the last round stopped
     # This round's answers as already-validated models, so awaiting them validates nothing
     # twice; never sealed.
     validated: dict[str, pydantic.BaseModel] = field(default_factory=dict)
+    # The flow this request belongs to (see `ensure_flow_id`); sealed in the token's header.
+    flow_id: str = ""
 
-    @property
-    def replaying(self) -> bool:
-        """Rule 7: re-running code that an earlier round already ran."""
-        return bool(self.asked) and not self.caught_up
+    def ensure_flow_id(self) -> str:
+        """The flow id, minted on first use: the same on every round of one flow.
 
-    def reached(self, key: str, answered: bool) -> None:
-        """Note that the handler awaited the question `key` (rule 7)."""
-        if not answered or key in self.asked:
-            self.caught_up = True
+        Made lazily, so a call that never asks and never reads `ctx.flow_id` pays nothing.
+        """
+        if not self.flow_id:
+            self.flow_id = new_flow_id()
+        return self.flow_id
 
     def encode(self) -> bytes:
         """Compact JSON; empty parts are left out to keep small states small."""
@@ -123,10 +180,31 @@ class RoundState:
         return orjson.dumps(out)
 
     @classmethod
-    def decode(cls, data: bytes, round: int) -> RoundState:
+    def decode(cls, data: bytes, round: int, flow_id: str = "") -> RoundState:
         """Inverse of `encode` (the bytes were authenticated, so they are ours)."""
         raw = orjson.loads(data) if data else {}
-        return cls(round, raw.get("a", {}), raw.get("q", {}), raw.get("o", {}), raw.get("u"))
+        return cls(
+            round,
+            raw.get("a", {}),
+            raw.get("q", {}),
+            raw.get("o", {}),
+            raw.get("u"),
+            flow_id=flow_id,
+        )
+
+    def stored_answers(self) -> dict[str, list[Any]]:
+        """`answers` as they are sealed: this round's with only the fields their type defines.
+
+        What a client adds beyond the result type (checked for size on arrival) is dropped
+        here, so no later round carries, decrypts and parses it again.
+        """
+        fresh = self.validated
+        if not fresh:
+            return self.answers
+        return {
+            key: [entry[0], stored_answer(fresh[key])] if key in fresh else entry
+            for key, entry in self.answers.items()
+        }
 
     def take_responses(self, responses: dict[str, Any]) -> None:
         """Record this round's answers to the questions the last round asked."""
@@ -139,25 +217,23 @@ class RoundState:
 class Question(Generic[T]):
     """One question a handler asked; awaiting it gives the answer or stops the handler."""
 
-    # A question keeps the round's state, not the context: the context holds its questions,
-    # and a cycle back to it would leave every round's objects to the cycle collector.
-    __slots__ = ("_convert", "_state", "digest", "key", "method", "params")
+    __slots__ = ("_convert", "_engine", "digest", "key", "method", "params")
 
     def __init__(
         self,
-        ctx: RequestContext,
+        engine: Replay,
         key: str,
         method: str,
         params: dict[str, Any],
+        digest: str,
         convert: Callable[[str, Any], T],
     ) -> None:
-        self._state = ctx._state
+        self._engine = engine
         self.key = key
         self.method = method
         self.params = params
-        self.digest = question_digest(method, params)
+        self.digest = digest
         self._convert = convert
-        ctx._register(self)
 
     @property
     def request(self) -> InputRequest:
@@ -166,61 +242,555 @@ class Question(Generic[T]):
 
     def answer(self) -> Any:
         """The recorded raw answer for this exact question, or `MISSING`."""
-        state = self._state
-        entry = state.answers.get(self.key)
-        if entry is not None and entry[0] == self.digest:
-            return entry[1]
-        if state.unsealed is not None and self.key in state.unsealed:
-            # A first request (no requestState) that already carries an answer under this
-            # key: take it, checked against the question it now answers (rule 6).
-            value = state.unsealed[self.key]
-            state.validated[self.key] = validate_answer(self.key, self.method, value)
-            state.answers[self.key] = [self.digest, value]
-            return value
-        return MISSING
+        return self._engine.answer(self)
 
     def __await__(self) -> Generator[Any, None, T]:
-        value = self.answer()
-        self._state.reached(self.key, value is not MISSING)
-        if value is MISSING:
-            raise InputPending
-        return self._convert(self.key, self._state.validated.get(self.key, value))
-        yield  # unreachable: makes __await__ a generator without ever suspending
+        engine = self._engine
+        value = engine.take(self)
+        if engine.tick():
+            yield  # rule 2: let the loop turn (and a deadline fire) now and then
+        return self._convert(self.key, engine.state.validated.get(self.key, value))
 
 
 class Batch:
     """Several questions awaited together (`ctx.ask`): answered all at once, or asked at once."""
 
-    __slots__ = ("questions",)
+    __slots__ = ("_engine", "questions")
 
-    def __init__(self, questions: dict[str, Question[Any]]) -> None:
+    def __init__(self, engine: Replay, questions: dict[str, Question[Any]]) -> None:
+        self._engine = engine
         self.questions = questions
 
     def __await__(self) -> Generator[Any, None, dict[str, Any]]:
-        values = {key: q.answer() for key, q in self.questions.items()}
-        state = next(iter(self.questions.values()))._state if self.questions else None
-        if state is not None:
-            for key, value in values.items():
-                state.reached(key, value is not MISSING)
+        engine = self._engine
+        values = {key: engine.take(q, stop=False) for key, q in self.questions.items()}
         if any(v is MISSING for v in values.values()):
-            raise InputPending
+            engine.stop_here()
+        if values and engine.tick():
+            yield  # see Question.__await__
+        validated = engine.state.validated
         return {
-            key: question._convert(key, question._state.validated.get(key, values[key]))
+            key: question._convert(key, validated.get(key, values[key]))
             for key, question in self.questions.items()
         }
-        yield  # unreachable: see Question.__await__
 
 
-def only_pending(exc: BaseException) -> bool:
-    """True for `InputPending`, or a group (TaskGroup) holding nothing but it and cancellations."""
-    if isinstance(exc, InputPending):
+# --- the engine ----------------------------------------------------------------------------
+
+#: The run a task belongs to (rule 8): set in the request's task, inherited by the tasks the
+#: handler creates (each copies its creator's context). A task is tracked when it uses the
+#: context and carries this mark, so a task of another request (or of the application) that is
+#: handed the context is never cancelled. Not a loop task factory: it is one per loop, it
+#: belongs to the application (which may set its own, or replace ours), and it would put every
+#: task of the process through our code. Not a `create_task` of our own either: handlers create
+#: tasks through `asyncio.gather` and `TaskGroup`, which we do not see.
+_RUN: contextvars.ContextVar[Replay | None] = contextvars.ContextVar("mrtr_replay", default=None)
+
+#: Rule 2: recorded answers (and `once` results) a run takes between two turns of the loop.
+YIELD_EVERY = 64
+
+# The life of a run: it runs; a question is pending but the handler goes on; it stopped for
+# input (tasks that come late get InputPending); it completed; it failed or was cancelled.
+_RUNNING, _STOPPING, _STOPPED, _DONE, _ENDED = range(5)
+
+#: `(method, params, digest)` of a question going out.
+Asked = tuple[str, dict[str, Any], str]
+
+
+class _Stopped:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "STOPPED"
+
+
+#: What `Replay.run` gives when the round ends for input (rule 4): `Replay.outgoing` is asked.
+STOPPED: Final[Any] = _Stopped()
+
+
+class Failure:
+    """How a run ended when the handler failed (rule 4): reported, not raised."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    @property
+    def is_error(self) -> bool:
+        """An `Exception` (or a group of them) of the handler's own, which a tool reports as its
+        result; not a `BaseException` such as `KeyboardInterrupt` or a stray cancellation."""
+        leaves = _leaves(self.exc)
+        return all(isinstance(leaf, Exception | InputPending) for leaf in leaves) and any(
+            isinstance(leaf, Exception) for leaf in leaves
+        )
+
+    def describe(self) -> str:
+        """What went wrong, for a person: the message of each error (groups flattened)."""
+        parts = [
+            str(leaf) or type(leaf).__name__
+            for leaf in _leaves(self.exc)
+            if not isinstance(leaf, InputPending | asyncio.CancelledError)
+        ]
+        return "; ".join(parts) or type(self.exc).__name__
+
+
+class Replay:
+    """The replay engine of one attempt at a request (see the module rules). No I/O."""
+
+    __slots__ = (
+        "_awaited",
+        "_budget",
+        "_caught_up",
+        "_main",
+        "_occurrences",
+        "_once_fns",
+        "_once_running",
+        "_phase",
+        "_tasks",
+        "_unrecordable",
+        "_warned",
+        "method",
+        "outgoing",
+        "questions",
+        "state",
+        "target",
+    )
+
+    def __init__(self, state: RoundState | None = None, method: str = "request") -> None:
+        self.state = state if state is not None else RoundState()
+        #: The request's method and target (a tool or prompt name, a URI), named in logs.
+        self.method = method
+        self.target: str | None = None
+        self.questions: dict[str, Question[Any]] = {}
+        #: The questions the round asks, once `run` gave `STOPPED`.
+        self.outgoing: dict[str, Asked] = {}
+        self._occurrences: dict[str, int] = {}
+        self._awaited: dict[str, Question[Any]] = {}
+        self._caught_up = False
+        self._budget = YIELD_EVERY
+        self._phase = _RUNNING
+        self._main: asyncio.Task[Any] | None = None
+        # Made when first needed: most runs never use them.
+        self._tasks: set[asyncio.Task[Any]] | None = None
+        self._once_fns: dict[str, Any] | None = None
+        self._once_running: dict[str, asyncio.Future[Any]] | None = None
+        self._unrecordable: dict[str, str] | None = None
+        self._warned: set[str] | None = None
+
+    @property
+    def label(self) -> str:
+        """The request, as logs name it (`tools/call 'order'`)."""
+        return self.method if self.target is None else f"{self.method} {self.target!r}"
+
+    # --- the run (rules 4 and 8) -----------------------------------------------------------
+
+    async def run(self, invoke: Callable[[A], Awaitable[Any]], arg: A) -> Any:
+        """Run the handler once (`invoke(arg)`): its value, `STOPPED`, or a `Failure`.
+
+        A protocol error (`McpError`) is raised as it is, and so is the cancellation of the
+        request itself; nothing else comes out.
+        """
+        main = self._main = asyncio.current_task()
+        token = _RUN.set(self)
+        try:
+            try:
+                value = await invoke(arg)
+            except BaseException as exc:
+                cancelled = isinstance(exc, asyncio.CancelledError)
+                if cancelled and main is not None and main.cancelling():
+                    raise  # the request is cancelled or out of time: let it through
+                if not stops_for_input(exc):
+                    return await self._failed(exc)
+                return await self._stop(exc)
+            if self.questions and self._has_pending():
+                return await self._stop(None)
+            self._phase = _DONE
+            return value
+        finally:
+            _RUN.reset(token)
+            self._close()
+
+    async def _failed(self, exc: BaseException) -> Any:
+        self._phase = _ENDED
+        if self._tasks or self._once_running:
+            await self._settle(wait_once=False)
+        error = _protocol_error(exc)
+        if error is not None:
+            raise error
+        return Failure(exc)
+
+    async def _stop(self, exc: BaseException | None) -> Any:
+        """End the run for input: settle its tasks, then say what goes out (rules 3, 4, 8)."""
+        if self._phase == _RUNNING:
+            self._phase = _STOPPING
+        cut_short = False
+        if self._tasks or self._once_running:
+            cut_short = await self._settle(wait_once=True)
+        pending = self.pending()
+        if exc is not None and not pending:
+            # InputPending with no question of this run pending: raised by hand, or for
+            # another request's question. Nothing could answer it.
+            return await self._failed(exc)
+        if self._unrecordable:
+            # Rule 9: sealing now would let the side effect run again next round.
+            self._phase = _ENDED
+            key, problem = next(iter(self._unrecordable.items()))
+            return Failure(ReplayError(f"ctx.once({key!r}): {problem}"))
+        self._phase = _STOPPED
+        self.outgoing = {key: (q.method, q.params, q.digest) for key, q in pending.items()}
+        if not cut_short:  # a branch cut short may not have reached its question yet
+            self._warn_unasked()
+        return STOPPED
+
+    async def _settle(self, wait_once: bool) -> bool:
+        """Rule 8: let started `once` calls finish (or cancel them), then cancel and await the
+        run's tracked tasks. True if one was still running."""
+        waiting: list[asyncio.Future[Any]] = []
+        if self._once_running:
+            running = [f for f in self._once_running.values() if not f.done()]
+            if wait_once and running:
+                await asyncio.wait(running)
+            elif running:
+                waiting.extend(running)
+        live = [t for t in self._tasks if not t.done()] if self._tasks else []
+        waiting.extend(live)
+        for future in waiting:
+            future.cancel()
+        if waiting:
+            await asyncio.wait(waiting)
+        return bool(live)
+
+    def _close(self) -> None:
+        if self._phase < _STOPPED:  # interrupted: the request was cancelled or timed out
+            self._phase = _ENDED
+            for future in [*(self._tasks or ()), *(self._once_running or {}).values()]:
+                future.cancel()
+        # What refers back to this engine (questions, tasks) is dropped: no cycle outlives the
+        # run, so nothing of a request waits for the cycle collector.
+        if self.questions:
+            self.questions = {}
+            self._awaited = {}
+        self._tasks = None
+
+    def _late(self, action: str, key: str | None) -> NoReturn:
+        """Rule 8: something of the run used after the run ended."""
+        if self._phase == _STOPPED:
+            raise InputPending  # the run stopped for input: this branch asks next round
+        what = f"{action} {key!r}" if key is not None else action
+        message = (
+            f"{what} after the handler of {self.label} ended: it cannot reach the client; "
+            "await every question and ctx.once call before the handler returns"
+        )
+        logger.error(message)
+        raise ReplayError(message)
+
+    def track(self) -> None:
+        """Rule 8: note the calling task if it is one the handler started in this run."""
+        main = self._main
+        if main is not None and self._phase < _STOPPED:
+            task = asyncio.current_task()
+            if task is not main and task is not None and _RUN.get() is self:
+                if self._tasks is None:
+                    self._tasks = set()
+                self._tasks.add(task)
+
+    # --- questions (rules 1-3, 5-7) ---------------------------------------------------------
+
+    def ask(
+        self,
+        method: str,
+        params: dict[str, Any],
+        key: str | None = None,
+        convert: Callable[[str, Any], Any] | None = None,
+    ) -> Question[Any]:
+        """Create (and register) a question; awaiting it gives the answer or stops the run."""
+        prefix = KEY_PREFIX.get(method)
+        if prefix is None:
+            raise ValueError(
+                f"cannot ask {method!r}: a handler can ask {', '.join(KEY_PREFIX)} (use "
+                "ctx.elicit, ctx.sample, ctx.list_roots or the *_request helpers)"
+            )
+        if self._phase >= _STOPPED:
+            self._late("asking", key)
+        # Not tracked here: a task matters once it awaits the question (finding the current
+        # task costs more than the rest of creating a question).
+        hashed = _question_hash(method, params)
+        digest = _digest_text(hashed)
+        if key is None:
+            base = f"{prefix}-{hashed[:4].hex()}"
+            seen = self._occurrences[base] = self._occurrences.get(base, 0) + 1
+            key = base if seen == 1 else f"{base}-{seen}"
+        elif key in self._awaited:
+            raise ReplayError(_asked_again(key))
+        existing = self.questions.get(key)
+        if existing is not None and existing.digest != digest:
+            raise ReplayError(
+                f"input key {key!r} is already used for another question in this request; "
+                "give each question its own key"
+            )
+        question: Question[Any] = Question(
+            self, key, method, params, digest, convert or convert_answer(method)
+        )
+        self.questions[key] = question
+        return question
+
+    def take(self, question: Question[Any], stop: bool = True) -> Any:
+        """Await `question`: its recorded answer, or `InputPending` (`MISSING` if not `stop`)."""
+        key = question.key
+        if self._phase >= _STOPPED:
+            self._late("awaiting question", key)
+        self.track()
+        if self._awaited.setdefault(key, question) is not question:
+            raise ReplayError(_asked_again(key))
+        value = self.answer(question)
+        if value is MISSING:
+            self._caught_up = True
+            if stop:
+                self.stop_here()
+        elif key in self.state.asked:
+            self._caught_up = True
+        return value
+
+    def stop_here(self) -> NoReturn:
+        """Stop the handler where it awaits an unanswered question (rule 3)."""
+        if self._phase == _RUNNING:
+            self._phase = _STOPPING
+        raise InputPending
+
+    def answer(self, question: Question[Any]) -> Any:
+        """The recorded raw answer for exactly `question`, or `MISSING`."""
+        state = self.state
+        key = question.key
+        entry = state.answers.get(key)
+        if entry is not None:
+            if entry[0] == question.digest:
+                return entry[1]
+            self._changed(question)
+        unsealed = state.unsealed
+        if unsealed is not None and key in unsealed:
+            # A first request (no requestState) that already carries an answer under this
+            # key: take it, checked against the question it now answers (rule 6).
+            value = unsealed[key]
+            state.validated[key] = validate_answer(key, question.method, value)
+            state.answers[key] = [question.digest, value]
+            return value
+        return MISSING
+
+    def pending(self) -> dict[str, Question[Any]]:
+        """Questions created in this run that still have no answer."""
+        return {k: q for k, q in self.questions.items() if self.answer(q) is MISSING}
+
+    def _has_pending(self) -> bool:
+        return any(self.answer(q) is MISSING for q in self.questions.values())
+
+    @property
+    def replaying(self) -> bool:
+        """Rule 7: re-running code that an earlier round already ran."""
+        return bool(self.state.asked) and not self._caught_up
+
+    def saw_inputs(self) -> None:
+        """A manual-style handler read what the last round's questions brought (rule 7)."""
+        self._caught_up = True
+
+    def tick(self) -> bool:
+        """Count one thing taken without suspending; True when the loop should turn (rule 2)."""
+        self._budget -= 1
+        if self._budget:
+            return False
+        self._budget = YIELD_EVERY
         return True
-    if isinstance(exc, BaseExceptionGroup):
-        import asyncio
 
-        rest = exc.subgroup(lambda e: not isinstance(e, (InputPending, asyncio.CancelledError)))
-        return rest is None
+    def _changed(self, question: Question[Any]) -> None:
+        if self._warned is None:
+            self._warned = set()
+        elif question.key in self._warned:
+            return
+        self._warned.add(question.key)
+        logger.warning(
+            "%s: question %r changed since the client answered it, so it is asked again (it "
+            "is now %s); build each question the same way on every run: keep what changes "
+            "between runs (a timestamp, a random value) out of it, or compute it in ctx.once",
+            self.label,
+            question.key,
+            _describe(question.method, question.params),
+        )
+
+    def _warn_unasked(self) -> None:
+        state = self.state
+        awaited = self._awaited
+        if all(key in awaited for key in state.asked):
+            return  # the common case: every question the last round asked was asked again
+        answered = [
+            key
+            for key, asked in state.asked.items()
+            if key not in self._awaited
+            and (entry := state.answers.get(key)) is not None
+            and entry[0] == asked[0]
+        ]
+        new = [key for key in self.outgoing if key not in state.asked]
+        if not answered or not new:
+            return
+        method, params, _ = self.outgoing[new[0]]
+        logger.warning(
+            "%s: the last round asked %s and got an answer, but this run did not ask it again "
+            "and asks %s instead (the first is %s); a question that changes from run to run "
+            "gets a new key and is asked again every round until max_rounds: build it the "
+            "same way on every run, or give it an explicit key",
+            self.label,
+            ", ".join(map(repr, answered)),
+            ", ".join(map(repr, new)),
+            _describe(method, params),
+        )
+
+    # --- ctx.once (rule 9) -----------------------------------------------------------------
+
+    async def once(self, key: str, fn: Callable[[], Any], annotation: Any = None) -> Any:
+        """Run `fn` once across rounds; its result as recorded (see rule 9)."""
+        if self._phase >= _STOPPED:
+            self._late("ctx.once", key)
+        self.track()
+        identity = callable_identity(fn)
+        if self._once_fns is None:
+            self._once_fns = {}
+        if self._once_fns.setdefault(key, identity) is not identity:
+            raise ReplayError(
+                f"ctx.once({key!r}) was called twice in this run with different functions; "
+                "give each side effect its own key"
+            )
+        codec = codec_for(fn, annotation)
+        store = self.state.once
+        if key in store:
+            value = _restore(key, codec, store[key])
+            if self.tick():
+                await asyncio.sleep(0)  # rule 2
+            return value
+        running = self._once_running.get(key) if self._once_running else None
+        if running is None:
+            if self._phase != _RUNNING:
+                raise InputPending  # rule 8: no side effect starts once a question is pending
+            produced = fn()
+            if not inspect.isawaitable(produced):
+                return self._record(key, codec, produced)
+            running = asyncio.ensure_future(produced)
+            if self._once_running is None:
+                self._once_running = {}
+            self._once_running[key] = running
+            running.add_done_callback(functools.partial(self._once_done, key, codec))
+        # Shielded: if this task is cancelled (the run stops for input), the side effect still
+        # finishes and is recorded for the next round.
+        await asyncio.shield(running)
+        problem = self._unrecordable.get(key) if self._unrecordable else None
+        if problem is not None:
+            raise ReplayError(f"ctx.once({key!r}): {problem}")
+        return _restore(key, codec, store[key])
+
+    def _record(self, key: str, codec: OnceCodec, value: Any) -> Any:
+        try:
+            recorded, given = codec.record(value)
+        except Unrecordable as exc:
+            self._refuse(key, str(exc))
+            raise ReplayError(f"ctx.once({key!r}): {exc}") from None
+        self.state.once[key] = recorded
+        return given
+
+    def _once_done(self, key: str, codec: OnceCodec, future: asyncio.Future[Any]) -> None:
+        if self._once_running is not None:
+            self._once_running.pop(key, None)
+        if future.cancelled() or future.exception() is not None:
+            return  # nothing to record; whoever awaits it gets the error
+        try:
+            self.state.once[key] = codec.record(future.result())[0]
+        except Unrecordable as exc:
+            self._refuse(key, str(exc))
+
+    def _refuse(self, key: str, problem: str) -> None:
+        if self._unrecordable is None:
+            self._unrecordable = {}
+        self._unrecordable[key] = problem
+
+
+def _restore(key: str, codec: OnceCodec, recorded: Any) -> Any:
+    try:
+        return codec.restore(recorded)
+    except pydantic.ValidationError as exc:
+        raise ReplayError(
+            f"ctx.once({key!r}): the recorded result no longer fits the function's return "
+            f"type: {describe_validation_error(exc)}"
+        ) from None
+
+
+def _asked_again(key: str) -> str:
+    return (
+        f"input key {key!r} was already asked and awaited in this run: asked again, it would "
+        f"get the same recorded answer every time; give each question its own key (in a "
+        f'loop, key=f"{key}-{{i}}")'
+    )
+
+
+def _describe(method: str, params: dict[str, Any]) -> str:
+    message = params.get("message")
+    if isinstance(message, str):
+        text = f"{method} with message {message!r}"
+    else:
+        text = f"{method} with params {orjson.dumps(params, option=orjson.OPT_SORT_KEYS).decode()}"
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+# --- how a run ends (rule 4) ---------------------------------------------------------------
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions of a group, flattened (a lone exception is its own leaf)."""
+    out: list[BaseException] = []
+    todo = [exc]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, BaseExceptionGroup):
+            todo.extend(reversed(item.exceptions))
+        else:
+            out.append(item)
+    return out
+
+
+def _from_pending(exc: BaseException) -> bool:
+    """`InputPending`, or an error raised from one or while handling one (rule 4)."""
+    todo: list[BaseException] = [exc]
+    for _ in range(64):  # chains are short; a bound keeps a pathological one cheap
+        if not todo:
+            break
+        item = todo.pop()
+        if isinstance(item, InputPending):
+            return True
+        if item.__cause__ is not None:
+            todo.append(item.__cause__)
+        if item.__context__ is not None and item.__context__ is not item.__cause__:
+            todo.append(item.__context__)
     return False
+
+
+def stops_for_input(exc: BaseException) -> bool:
+    """Rule 4: whether `exc` ends a run for input (given a question is pending)."""
+    if not isinstance(exc, BaseExceptionGroup):
+        return _from_pending(exc)
+    found = False
+    for leaf in _leaves(exc):
+        if _from_pending(leaf):
+            found = True
+        elif not isinstance(leaf, asyncio.CancelledError):
+            return False
+    return found
+
+
+def _protocol_error(exc: BaseException) -> McpError | None:
+    """A protocol error (a malformed answer, a missing capability) stays a JSON-RPC error."""
+    for leaf in _leaves(exc):
+        if isinstance(leaf, McpError):
+            return leaf
+    return None
+
+
+# --- answers as the handler gets them -------------------------------------------------------
 
 
 def _elicit_result(key: str, value: Any) -> Any:

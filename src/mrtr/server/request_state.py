@@ -3,23 +3,36 @@
 A server that answers with an ``InputRequiredResult`` hands the client an opaque
 ``requestState`` string that the client echoes on its retry.  The string travels
 through an untrusted party, so it is sealed with an AEAD (AES-256-GCM): the
-client can neither read nor alter it, and it is bound to the request it was
-minted for (method, target, arguments, server, principal) and optionally to an
-expiry.
+client cannot alter it or read what it holds, and it is bound to the request it
+was minted for (method, target, arguments, server, principal) and optionally to
+an expiry.
+
+What sealing cannot hide is the token's length, and a state mixes server secrets
+(``ctx.once`` results, a handler's own plaintext) with answers the client chose.
+So the payload is never compressed: compressed length would tell a client that
+varies its answers how much they have in common with a secret.  The plaintext is
+also padded to a multiple of 64 bytes, so one token shows the size of what it
+holds only to within 64 bytes (a client varying the size of its answers can
+still find the secrets' total size, never their content).  Nor does sealing
+stop a client from presenting the same token again before it expires: every
+token carries a random flow id, the same on every round of one flow, with which
+a server can refuse repeats.
 
 Token format (ASCII, URL-safe)::
 
-    "1." + base64url_nopad(kid[4] | nonce[12] | AES-GCM(plaintext, aad) )
+    "2." + base64url_nopad(kid[4] | nonce[12] | AES-GCM(plaintext, aad) )
 
-    aad       = b"mrtr/request-state/v1\\x00" + kid
-    plaintext = flags:u8 | round:u32 | expires_at:f64 | binding_tag[16] | data
-    flags     = 0x01 expiry present, 0x02 data is zlib-compressed
+    aad       = b"mrtr/request-state/v2\\x00" + kid
+    plaintext = flags:u8 | pad:u8 | round:u32 | expires_at:f64 | flow_id[16]
+                | binding_tag[16] | data | zero[pad]     (a multiple of 64 bytes)
+    flags     = 0x01 expiry present
 
 Each secret is expanded once with HKDF-SHA256 into an AES key, a binding-tag
 key and the 4-byte key id ``kid``. ``binding_tag`` is a BLAKE2b-128 keyed with
 the binding-tag key over the length-prefixed binding fields, so a
 token verifies only for the binding it was minted for, and a mismatch can be
-told apart from tampering in the server log.
+told apart from tampering in the server log.  Version 1 tokens (whose payload
+could be compressed) are refused as ``unknown_version``.
 """
 
 from __future__ import annotations
@@ -32,8 +45,7 @@ import math
 import os
 import struct
 import time
-import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -43,42 +55,55 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from .input_bounds import MAX_DEPTH, nesting_exceeds
+
 __all__ = [
+    "MIN_SECRET_BYTES",
     "InvalidRequestState",
     "RequestStateKeyRing",
     "StateBinding",
     "VerifiedState",
+    "check_secrets",
     "digest_arguments",
     "mint_request_state",
+    "new_flow_id",
     "verify_request_state",
 ]
 
-_VERSION_PREFIX: Final = "1."
+_VERSION_PREFIX: Final = "2."
+# Key derivation did not change with the token layout: a configured secret keeps its key id.
 _HKDF_INFO: Final = b"mrtr/request-state/v1 keys"
-_AAD_LABEL: Final = b"mrtr/request-state/v1\x00"
+_AAD_LABEL: Final = b"mrtr/request-state/v2\x00"
+
+#: The shortest secret accepted: HKDF does not strengthen a short or guessable secret.
+MIN_SECRET_BYTES: Final = 32
+_GENERATE_HINT: Final = (
+    'generate one with: python -c "import secrets; print(secrets.token_urlsafe(32))"'
+)
 
 _KID_LEN: Final = 4
 _NONCE_LEN: Final = 12
 _GCM_TAG_LEN: Final = 16
+_FLOW_ID_LEN: Final = 16
 _BIND_TAG_LEN: Final = 16
 _AEAD_KEY_LEN: Final = 32
 _BIND_KEY_LEN: Final = 32
 
-# flags, round, expires_at (0.0 when the expiry flag is clear)
-_HEADER: Final = struct.Struct(">BId")
+# flags, pad, round, expires_at (0.0 when the expiry flag is clear)
+_HEADER: Final = struct.Struct(">BBId")
 _FLAG_EXPIRES: Final = 0x01
-_FLAG_ZLIB: Final = 0x02
-_KNOWN_FLAGS: Final = _FLAG_EXPIRES | _FLAG_ZLIB
+_KNOWN_FLAGS: Final = _FLAG_EXPIRES
 _MAX_ROUND: Final = 0xFFFFFFFF
+# Plaintexts are padded to a multiple of this, so a token's length shows the size of what
+# it holds only to within a block (see the module docstring).
+_BLOCK: Final = 64
 
-_PT_BIND_START: Final = _HEADER.size
-_PT_DATA_START: Final = _HEADER.size + _BIND_TAG_LEN
+_PT_FLOW_START: Final = _HEADER.size
+_PT_BIND_START: Final = _PT_FLOW_START + _FLOW_ID_LEN
+_PT_DATA_START: Final = _PT_BIND_START + _BIND_TAG_LEN
 _CT_START: Final = _KID_LEN + _NONCE_LEN
-_MIN_RAW_LEN: Final = _CT_START + _PT_DATA_START + _GCM_TAG_LEN
-
-# Below this size zlib rarely pays for its own framing; small states stay small.
-_COMPRESS_MIN: Final = 256
-_COMPRESS_LEVEL: Final = 6
+_RAW_OVERHEAD: Final = _CT_START + _GCM_TAG_LEN
+_MIN_RAW_LEN: Final = _RAW_OVERHEAD + _PT_DATA_START + (-_PT_DATA_START % _BLOCK)
 
 # has_principal, len(method), len(target), len(digest), len(audience), len(principal)
 _BINDING_LENGTHS: Final = struct.Struct(">BIIIII")
@@ -132,6 +157,10 @@ class VerifiedState:
     """Unix seconds after which the token is rejected; ``None`` means never."""
     data: bytes
     """The caller's opaque payload."""
+    flow_id: str = ""
+    """The flow the token belongs to: the same on every round of one flow, random across
+    flows (32 hex digits, see :func:`new_flow_id`). Empty only when a custom verifier built
+    this value without one."""
 
 
 class _Key:
@@ -162,8 +191,33 @@ def _secret_bytes(secret: object) -> bytes:
     else:
         raise TypeError("request-state secrets must be str or bytes")
     if not raw:
-        raise ValueError("request-state secrets must not be empty")
+        raise ValueError(f"request-state secrets must not be empty; {_GENERATE_HINT}")
+    if len(raw) < MIN_SECRET_BYTES:
+        raise ValueError(
+            f"a request-state secret must be at least {MIN_SECRET_BYTES} bytes "
+            f"(this one has {len(raw)}); {_GENERATE_HINT}"
+        )
     return raw
+
+
+def _secret_list(secrets: str | bytes | Sequence[str | bytes]) -> list[bytes]:
+    if isinstance(secrets, str | bytes | bytearray | memoryview):
+        return [_secret_bytes(secrets)]
+    if not isinstance(secrets, Iterable):
+        raise TypeError("request-state secrets must be str or bytes, or a list of them")
+    raw = [_secret_bytes(s) for s in secrets]
+    if not raw:
+        raise ValueError(f"a RequestStateKeyRing needs at least one secret; {_GENERATE_HINT}")
+    return raw
+
+
+def check_secrets(secrets: str | bytes | Sequence[str | bytes]) -> None:
+    """Raise ``ValueError``/``TypeError`` unless ``secrets`` would make a key ring.
+
+    Each secret must be str or bytes of at least :data:`MIN_SECRET_BYTES` bytes (UTF-8);
+    the message says how to generate one.
+    """
+    _secret_list(secrets)
 
 
 class RequestStateKeyRing:
@@ -183,15 +237,7 @@ class RequestStateKeyRing:
     __slots__ = ("_by_kid", "_random", "_sealer")
 
     def __init__(self, secrets: str | bytes | Sequence[str | bytes] | None = None) -> None:
-        raw: list[bytes]
-        if secrets is None:
-            raw = [os.urandom(32)]
-        elif isinstance(secrets, str | bytes | bytearray | memoryview):
-            raw = [_secret_bytes(secrets)]
-        else:
-            raw = [_secret_bytes(s) for s in secrets]
-            if not raw:
-                raise ValueError("a RequestStateKeyRing needs at least one secret")
+        raw = [os.urandom(32)] if secrets is None else _secret_list(secrets)
         self._random = secrets is None
         # Key derivation happens once here; the hot path only looks keys up.
         keys: list[_Key] = []
@@ -264,17 +310,17 @@ def mint_request_state(
     data: bytes,
     *,
     round: int,
+    flow_id: str | None = None,
     ttl: float = 0,
     now: float | None = None,
-    compress: bool = True,
 ) -> str:
     """Seal ``data`` into a ``requestState`` token bound to ``binding``.
 
-    ``round`` (0..2**32-1) is returned on verification; ``ttl`` is the lifetime
-    in seconds from ``now`` (default: the current time), 0 meaning the token
-    never expires. Payloads of 256 bytes or more are zlib-compressed when that
-    makes them smaller; pass ``compress=False`` if ``data`` mixes secrets with
-    client-supplied content, since compressed length can leak the former.
+    ``round`` (0..2**32-1) and ``flow_id`` (from :func:`new_flow_id`; default: a
+    new one) are returned on verification; ``ttl`` is the lifetime in seconds
+    from ``now`` (default: the current time), 0 meaning the token never
+    expires. ``data`` is stored as it is, never compressed, so it may mix
+    secrets with client-chosen content (see the module docstring).
 
     Returns an ASCII token made only of ``[A-Za-z0-9_.-]``.
     """
@@ -293,16 +339,18 @@ def mint_request_state(
         if not math.isfinite(expires_at):
             raise ValueError("now + ttl must be finite")
         flags = _FLAG_EXPIRES
-    payload = data
-    if compress and len(data) >= _COMPRESS_MIN:
-        packed = zlib.compress(data, _COMPRESS_LEVEL)
-        if len(packed) < len(data):
-            payload = packed
-            flags |= _FLAG_ZLIB
+    flow = os.urandom(_FLOW_ID_LEN) if flow_id is None else _flow_bytes(flow_id)
+    pad = -(_PT_DATA_START + len(data)) % _BLOCK
     key = ring._sealer
     nonce = os.urandom(_NONCE_LEN)
     plaintext = b"".join(
-        (_HEADER.pack(flags, round, expires_at), _binding_tag(key, binding), payload)
+        (
+            _HEADER.pack(flags, pad, round, expires_at),
+            flow,
+            _binding_tag(key, binding),
+            data,
+            bytes(pad),
+        )
     )
     sealed = key.aead.encrypt(nonce, plaintext, key.aad)
     return _VERSION_PREFIX + _b64encode(key.kid + nonce + sealed).decode("ascii")
@@ -342,7 +390,8 @@ def verify_request_state(
     # a2b_base64 is lenient (skips stray characters, ignores non-zero trailing
     # bits, and accepts "+/" alongside our "-_"); re-encoding and comparing
     # admits exactly one spelling of every token.
-    if _b64encode(raw) != encoded or len(raw) < _MIN_RAW_LEN:
+    # Every genuine token holds whole blocks: anything else was cut or padded in transit.
+    if _b64encode(raw) != encoded or len(raw) < _MIN_RAW_LEN or (len(raw) - _RAW_OVERHEAD) % _BLOCK:
         raise InvalidRequestState("malformed")
 
     candidates = ring._by_kid.get(raw[:_KID_LEN])
@@ -360,8 +409,9 @@ def verify_request_state(
         raise InvalidRequestState("decrypt_failed")
 
     # Everything below was written by this server under a key it holds.
-    flags, round_, expires_at = _HEADER.unpack_from(plaintext)
-    if flags & ~_KNOWN_FLAGS:
+    flags, pad, round_, expires_at = _HEADER.unpack_from(plaintext)
+    end = len(plaintext) - pad
+    if flags & ~_KNOWN_FLAGS or end < _PT_DATA_START:
         raise InvalidRequestState("malformed")
     if not hmac.compare_digest(
         plaintext[_PT_BIND_START:_PT_DATA_START], _binding_tag(key, binding)
@@ -373,13 +423,26 @@ def verify_request_state(
             raise InvalidRequestState("expired")
     else:
         expires_at = None
-    data = plaintext[_PT_DATA_START:]
-    if flags & _FLAG_ZLIB:
-        try:
-            data = zlib.decompress(data)
-        except zlib.error:
-            raise InvalidRequestState("malformed") from None
-    return VerifiedState(round_, expires_at, data)
+    flow_id = plaintext[_PT_FLOW_START:_PT_BIND_START].hex()
+    return VerifiedState(round_, expires_at, plaintext[_PT_DATA_START:end], flow_id)
+
+
+def new_flow_id() -> str:
+    """A fresh random flow id: 16 random bytes as 32 lowercase hex digits (URL-safe)."""
+    return os.urandom(_FLOW_ID_LEN).hex()
+
+
+def _flow_bytes(flow_id: str) -> bytes:
+    # Hex rather than base64: both ways are single fast calls, and it is URL-safe as it is.
+    if not isinstance(flow_id, str):
+        raise TypeError("flow_id must be a str from new_flow_id()")
+    try:
+        raw = bytes.fromhex(flow_id)
+    except ValueError:
+        raw = b""
+    if len(raw) != _FLOW_ID_LEN or raw.hex() != flow_id:
+        raise ValueError("flow_id must be 32 lowercase hex digits, from new_flow_id()")
+    return raw
 
 
 _EMPTY_ARGUMENTS_DIGEST: Final = hashlib.sha256(b"\x00{}").digest()
@@ -391,7 +454,8 @@ def digest_arguments(arguments: Mapping[str, Any] | None) -> bytes:
     Key order does not matter; ``None`` and ``{}`` digest the same. Values that
     differ as JSON (``1`` vs ``1.0`` vs ``true``, ``null`` vs ``NaN``) digest
     differently. Raises ``TypeError``/``ValueError`` for values that cannot be
-    serialised as JSON.
+    serialised as JSON, and ``ValueError`` for values nested more than
+    ``MAX_DEPTH`` levels deep (checked without recursion).
     """
     if not arguments:
         return _EMPTY_ARGUMENTS_DIGEST
@@ -406,5 +470,9 @@ def digest_arguments(arguments: Mapping[str, Any] | None) -> bytes:
     # The leading byte separates the two encodings so they never collide.
     if encoded is not None and b"null" not in encoded:
         return hashlib.sha256(b"\x00" + encoded).digest()
+    # orjson refuses more than 254 levels, and the stdlib encoder recurses: bound the depth
+    # first, so deep client input is a clear ValueError and never a RecursionError.
+    if encoded is None and nesting_exceeds(arguments, MAX_DEPTH):
+        raise ValueError(f"arguments are nested more than {MAX_DEPTH} levels deep")
     text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(b"\x01" + text.encode("ascii")).digest()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +24,8 @@ from ..protocol.errors import (
     invalid_request_state,
     missing_client_capability,
 )
-from .replay import RoundState, only_pending, question_digest
+from .input_bounds import check_arguments, check_responses, state_too_large
+from .replay import Failure, RoundState, question_digest
 from .request_state import (
     InvalidRequestState,
     RequestStateKeyRing,
@@ -43,12 +46,48 @@ logger = logging.getLogger("mrtr.server")
 Questions = dict[str, tuple[str, dict[str, Any]]]
 
 
+class RejectionLog:
+    """Logs refused request states: one line per cause per `interval` seconds, with a hint.
+
+    A misconfigured deployment (two instances with different keys) refuses every retry; one
+    line per request would drown the log and say nothing new, so repeats of a cause are
+    counted and the count goes out with the next line for that cause.
+    """
+
+    interval = 60.0
+    _MAX_CAUSES = 64  # causes include verifier/guard exception names: keep the table small
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[float, int]] = {}
+
+    def log(self, binding: StateBinding, cause: str, hint: str) -> None:
+        """Log (or count) one refusal of a state presented for `binding`."""
+        now = time.monotonic()
+        last = self._last.get(cause)
+        if last is not None and now - last[0] < self.interval:
+            self._last[cause] = (last[0], last[1] + 1)
+            return
+        if last is None and len(self._last) >= self._MAX_CAUSES:
+            self._last.clear()
+        self._last[cause] = (now, 0)
+        skipped = last[1] if last is not None else 0
+        logger.warning(
+            "rejected requestState for %s %r: %s%s%s",
+            binding.method,
+            binding.target,
+            cause,
+            f" ({hint})" if hint else "",
+            f"; {skipped} more refused for this cause since the last line" if skipped else "",
+        )
+
+
 class RoundKeeper:
     """Seals and verifies request states for one server, and runs its rounds."""
 
     def __init__(self, audience: str, options: ServerOptions) -> None:
         self.audience = audience
         self.options = options
+        self.rejections = RejectionLog()
         # A custom verifier replaces verification only: a configured key still seals.
         self.key_ring = (
             RequestStateKeyRing(options.request_state_key)
@@ -63,28 +102,77 @@ class RoundKeeper:
             )
 
     def round(self, ctx: RequestContext, target: str, arguments: Any) -> Round:
-        """The round `ctx` is: of the tool/prompt named `target`, or of the resource `target`."""
+        """The round `ctx` is: of the tool/prompt named `target`, or of the resource `target`.
+
+        Client input that could not be carried into a sealed state (too deep, too many or too
+        big answers) is refused here with -32602, before any handler code runs.
+        """
+        if arguments:
+            check_arguments(arguments, f"{ctx.method} {target!r}")
+        responses = ctx.params.get("inputResponses")
+        if responses and isinstance(responses, dict):
+            check_responses(responses, self.options.input_required)
         return Round(self, ctx, target, arguments)
 
     async def verify(self, token: Any, binding: StateBinding) -> VerifiedState:
-        """Verify an inbound state; every failure is the same -32602, the cause is logged."""
+        """Verify an inbound state, then let `request_state_guard` refuse it.
+
+        Every failure is the same -32602; the cause goes to the log (see `RejectionLog`).
+        """
+        hook = "request_state_verifier"
         try:
             if not isinstance(token, str):
                 raise InvalidRequestState("not_a_string")
+            # Bounded before any decoding or decryption: the cost of a refusal stays small.
+            if len(token) > self.options.max_state_bytes:
+                raise InvalidRequestState("too_large")
             verifier = self.options.request_state_verifier
             if verifier is None:
                 assert self.key_ring is not None
-                return verify_request_state(self.key_ring, binding, token)
-            verified = verifier(token, binding)
-            if inspect.isawaitable(verified):
-                verified = await verified
+                verified = verify_request_state(self.key_ring, binding, token)
+            else:
+                got = verifier(token, binding)
+                verified = await got if inspect.isawaitable(got) else got
+            guard = self.options.request_state_guard
+            if guard is not None:
+                hook = "request_state_guard"
+                outcome = guard(verified, binding)
+                if inspect.isawaitable(outcome):
+                    await outcome
             return verified
         except InvalidRequestState as exc:
             cause = exc.cause
         except Exception as exc:
-            cause = f"verifier raised {type(exc).__name__}"
-        logger.warning("rejected requestState for %s %r: %s", binding.method, binding.target, cause)
+            cause = f"{hook} raised {type(exc).__name__}"
+        self.rejections.log(binding, cause, self._hint(cause))
         raise invalid_request_state()
+
+    def _hint(self, cause: str) -> str:
+        """What a refusal for `cause` most likely means, for the person reading the log."""
+        options = self.options
+        if cause == "unknown_key":
+            return (
+                "sealed under a key this server does not have: instances not sharing "
+                "request_state_key, or a state from before a restart with the default "
+                "random key"
+            )
+        if cause == "expired":
+            return (
+                f"older than request_state_ttl ({options.request_state_ttl:g} s): the answer "
+                "took longer than that"
+            )
+        if cause == "binding_mismatch":
+            return (
+                "minted for another request: another tool, prompt or resource, other "
+                "arguments, another server name or another caller"
+            )
+        if cause == "decrypt_failed":
+            return "altered or corrupted on its way through the client"
+        if cause == "too_large":
+            return f"longer than max_state_bytes ({options.max_state_bytes})"
+        if cause in ("malformed", "unknown_version"):
+            return "not a requestState this version of mrtr minted"
+        return ""
 
     def seal(self, binding: StateBinding, state: RoundState) -> str:
         """Mint the `requestState` token carrying `state`."""
@@ -93,13 +181,34 @@ class RoundKeeper:
                 INTERNAL_ERROR,
                 "request_state_verifier is set but no request_state_key to seal with",
             )
-        return mint_request_state(
+        try:
+            data = state.encode()
+        except TypeError as exc:
+            # Answers were checked on arrival; what fails here is the server's own part (a
+            # `ctx.once` result or a handler's plaintext), so the detail goes to the log.
+            logger.error(
+                "%s %r: cannot record the state for the next round: %s",
+                binding.method,
+                binding.target,
+                exc,
+            )
+            raise McpError(
+                INTERNAL_ERROR, f"Internal error while handling {binding.method}"
+            ) from None
+        ttl = self.options.request_state_ttl
+        token = mint_request_state(
             self.key_ring,
             binding,
-            state.encode(),
+            data,
             round=state.round,
-            ttl=self.options.request_state_ttl,
+            flow_id=state.ensure_flow_id(),
+            ttl=0 if math.isinf(ttl) else ttl,
         )
+        # Never hand out a state the next round would refuse as too large.
+        limit = self.options.max_state_bytes
+        if len(token) > limit:
+            raise state_too_large(f"{binding.method} {binding.target!r}", len(token), limit)
+        return token
 
 
 class Round:
@@ -122,10 +231,17 @@ class Round:
         if self._binding is None:
             resolver = self.keeper.options.principal
             ctx = self.ctx
+            try:
+                digest = digest_arguments(self.arguments)
+            except (TypeError, ValueError) as exc:
+                raise invalid_params(
+                    f"{ctx.method} {self.target!r}: arguments cannot be bound to a "
+                    f"requestState: {exc}"
+                ) from None
             self._binding = StateBinding(
                 method=ctx.method,
                 target=self.target,
-                arguments_digest=digest_arguments(self.arguments),
+                arguments_digest=digest,
                 audience=self.keeper.audience,
                 principal=resolver(ctx.transport_info) if resolver is not None else None,
             )
@@ -136,17 +252,19 @@ class Round:
     ) -> Any:
         """Restore the state, take this round's answers, and run (or replay) the handler.
 
-        Returns the handler's value, or None when it stopped at an unanswered question.
-        `what` names a prompt or resource, whose failures become -32603 (tools report theirs
-        as results).
+        Returns the handler's value, `replay.STOPPED` when the round ends for input (its
+        questions are then in `ctx._engine.outgoing`), or, for a tool, the `Failure` it reports
+        as its result. `what` names a prompt or resource, whose failures become -32603. Nothing
+        else comes out but an `McpError` or the cancellation of the request (replay rule 4).
         """
         ctx = self.ctx
+        engine = ctx._engine
         params = ctx.params
         token = params.get("requestState")
         state = ctx._state
         if token is not None:
             verified = await self.keeper.verify(token, self.binding)
-            state = RoundState.decode(verified.data, verified.round)
+            state = RoundState.decode(verified.data, verified.round, verified.flow_id)
             ctx._state = state
         responses = params.get("inputResponses")
         if responses is not None:
@@ -159,35 +277,39 @@ class Round:
             else:
                 state.take_responses(responses)
             ctx.input_responses = responses
+        engine.target = self.target
         timeout = self.keeper.options.input_required.round_timeout
         deadline = Deadline(timeout) if timeout > 0 else None
         try:
             if deadline is None:
-                return await invoke(ctx)
-            with deadline:
-                return await invoke(ctx)
+                outcome = await engine.run(invoke, ctx)
+            else:
+                with deadline:
+                    outcome = await engine.run(invoke, ctx)
         except TimeoutError:
             if deadline is None or not deadline.expired:
-                raise  # the handler's own TimeoutError, not the round's
+                raise  # pragma: no cover - the engine reports the handler's own as a Failure
             raise McpError(
                 INTERNAL_ERROR,
                 f"{what or ctx.method} did not finish within round_timeout ({timeout:g} s)",
             ) from None
-        except BaseException as exc:
-            if only_pending(exc) and ctx._questions:
-                return None
-            if what is not None and isinstance(exc, Exception) and not isinstance(exc, McpError):
-                logger.exception("%s failed", what)
-                raise McpError(INTERNAL_ERROR, f"{what} failed") from None
-            raise
+        if not isinstance(outcome, Failure):
+            return outcome
+        if not outcome.is_error:  # KeyboardInterrupt and the like: never a handler's result
+            logger.error("%s: the handler raised", engine.label, exc_info=outcome.exc)
+            raise McpError(INTERNAL_ERROR, f"Internal error while handling {ctx.method}")
+        if what is None:
+            return outcome
+        logger.error("%s failed", what, exc_info=outcome.exc)
+        raise McpError(INTERNAL_ERROR, f"{what} failed")
 
     def finish(self, result: dict[str, Any] | InputRequiredResult) -> dict[str, Any]:
         """Let a complete result through, or seal and shape an input-required one."""
         ctx = self.ctx
-        pending = ctx.pending()
-        if pending:
-            questions = {key: (q.method, q.params) for key, q in pending.items()}
-            digests = {key: q.digest for key, q in pending.items()}
+        outgoing = ctx._engine.outgoing
+        if outgoing:
+            questions = {key: (method, params) for key, (method, params, _) in outgoing.items()}
+            digests = {key: digest for key, (_, _, digest) in outgoing.items()}
             user = ctx._state.user
         elif isinstance(result, InputRequiredResult):
             asked = result.input_requests or {}
@@ -214,10 +336,11 @@ class Round:
             )
         sealed = RoundState(
             next_round,
-            state.answers,
+            state.stored_answers(),
             {key: [digests[key], method] for key, (method, _) in questions.items()},
             state.once,
             user,
+            flow_id=state.ensure_flow_id(),
         )
         result: dict[str, Any] = {
             "resultType": "input_required",

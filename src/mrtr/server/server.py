@@ -27,8 +27,8 @@ from ..protocol.types import Icon, Implementation, ToolAnnotations
 from ..protocol.versions import SUPPORTED_PROTOCOL_VERSIONS
 from .context import NotifySink, RequestContext
 from .options import ServerOptions
-from .primitives import PromptEntry, ResourceEntry, ToolEntry
-from .replay import only_pending
+from .primitives import PromptEntry, ResourceEntry, ToolEntry, tool_error
+from .replay import STOPPED, Failure, stops_for_input
 from .rounds import RoundKeeper
 from .signature import ValidationFailure
 from .subscriptions import (
@@ -265,7 +265,12 @@ class Server:
     async def handle_request(
         self, message: dict[str, Any], notify: NotifySink | None = None, transport_info: Any = None
     ) -> dict[str, Any]:
-        """Handle one validated request and return its response (never raises)."""
+        """Handle one validated request and return its response.
+
+        Never raises, whatever a handler does (its errors, exception groups, `BaseException`s
+        are all answered), except for the cancellation of the task running it: a cancelled
+        request gets no response.
+        """
         request_id = message["id"]
         method = message["method"]
         try:
@@ -296,8 +301,15 @@ class Server:
                 request_id, McpError(INTERNAL_ERROR, f"Internal error while handling {method}")
             )
         except BaseException as exc:
-            if not only_pending(exc):
+            if isinstance(exc, asyncio.CancelledError) and _being_cancelled():
                 raise
+            if not stops_for_input(exc):
+                # A KeyboardInterrupt-like exception, or a cancellation the handler raised
+                # itself: answered like any internal error, and the server goes on.
+                logger.error("internal error handling %s (id %r)", method, request_id, exc_info=exc)
+                return jsonrpc.error_response(
+                    request_id, McpError(INTERNAL_ERROR, f"Internal error while handling {method}")
+                )
             # Only tools/call, prompts/get and resources/read may answer input_required.
             logger.error("a %s handler asked the client for input, which it cannot do", method)
             return jsonrpc.error_response(
@@ -461,22 +473,19 @@ class Server:
         try:
             kwargs = entry.signature.bind(arguments)
         except ValidationFailure as exc:
-            return _tool_error(f"Invalid arguments for tool {name!r}: {exc}")
+            return tool_error(f"Invalid arguments for tool {name!r}: {exc}")
 
         async def invoke(c: RequestContext) -> Any:
-            try:
-                return await entry.signature.call(dict(kwargs), c)
-            except McpError:
-                raise  # protocol errors (a missing capability, a malformed answer) stay errors
-            except Exception as exc:
-                return _ToolFailure(exc)
+            return await entry.signature.call(dict(kwargs), c)
 
         round_ = self._rounds.round(ctx, name, arguments)
+        # The engine sorts out how the run ended: protocol errors (a missing capability, a
+        # malformed answer) stay errors, and the tool's own errors come back as a Failure.
         value = await round_.run(invoke)
-        if isinstance(value, _ToolFailure):
-            return _tool_error(f"Error executing tool {name!r}: {value.describe()}")
+        if isinstance(value, Failure):
+            return tool_error(f"Error executing tool {name!r}: {value.describe()}")
         # A run stopped at a question has no return value to render.
-        return round_.finish({} if ctx.pending() else entry.result(value))
+        return round_.finish({} if value is STOPPED else entry.result(value))
 
     async def _get_prompt(self, ctx: RequestContext) -> dict[str, Any]:
         params = ctx.params
@@ -500,7 +509,7 @@ class Server:
         round_ = self._rounds.round(ctx, name, arguments)
         value = await round_.run(invoke, what=f"prompt {name!r}")
         # A run stopped at a question has no return value to render.
-        return round_.finish({} if ctx.pending() else entry.result(value))
+        return round_.finish({} if value is STOPPED else entry.result(value))
 
     async def _read_resource(self, ctx: RequestContext) -> dict[str, Any]:
         uri = ctx.params.get("uri")
@@ -528,7 +537,7 @@ class Server:
 
         round_ = self._rounds.round(ctx, uri, None)
         value = await round_.run(invoke, what=f"resource {uri!r}")
-        result = round_.finish({} if ctx.pending() else resolved.result(uri, value))
+        result = round_.finish({} if value is STOPPED else resolved.result(uri, value))
         if result.get("resultType") != "input_required":
             result.setdefault("ttlMs", 0)
             result.setdefault("cacheScope", "private")
@@ -582,7 +591,11 @@ class Server:
         return StreamableHTTPApp(self, **kwargs)
 
     def run(self, transport: str = "stdio", **kwargs: Any) -> None:
-        """Serve until stopped: `transport="stdio"` or `"http"` (`host=`, `port=`).
+        """Serve until stopped: `transport="stdio"` or `"http"`.
+
+        Over HTTP the keyword arguments go to `serve_http`: `host=`, `port=`, and the limits
+        that bound every connection (`header_timeout=`, `body_timeout=`, `keep_alive=`,
+        `max_connections=`, `max_body_size=`, `max_inflight_body_bytes=`...).
 
         Runs on uvloop when it is installed (the `fast` extra): it halves per-message latency.
         """
@@ -599,28 +612,21 @@ class Server:
 
 
 def _run_loop(main: Coroutine[Any, Any, None]) -> None:
+    """Run `main` on uvloop when it is installed, else on asyncio's own loop."""
     try:
         import uvloop
     except ImportError:
-        asyncio.run(main)
+        # Not run in here: every exception raised under the loop would be chained to this one.
+        run: Callable[[Coroutine[Any, Any, None]], None] = asyncio.run
     else:
-        uvloop.run(main)
+        run = uvloop.run
+    run(main)
 
 
-class _ToolFailure:
-    """An exception a tool raised, to be reported to the model as `isError`."""
-
-    __slots__ = ("exc",)
-
-    def __init__(self, exc: BaseException) -> None:
-        self.exc = exc
-
-    def describe(self) -> str:
-        return str(self.exc) or type(self.exc).__name__
-
-
-def _tool_error(message: str) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": message}], "isError": True}
+def _being_cancelled() -> bool:
+    """Whether the running task was asked to stop (rather than a handler raising the error)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 __all__ = ["Server"]
