@@ -227,7 +227,7 @@ class Client:
         **kwargs: Any,
     ) -> Client:
         """A client that spawns `command args...` and speaks to it over stdin/stdout."""
-        from ..transport.stdio import StdioTransport
+        from ..transport.stdio_client import StdioTransport
 
         return cls(StdioTransport(command, list(args), env=env, cwd=cwd), **kwargs)
 

@@ -600,7 +600,7 @@ class Server:
         Runs on uvloop when it is installed (the `fast` extra): it halves per-message latency.
         """
         if transport == "stdio":
-            from ..transport.stdio import serve_stdio
+            from ..transport.stdio_server import serve_stdio
 
             _run_loop(serve_stdio(self))
         elif transport == "http":
