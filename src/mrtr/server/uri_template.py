@@ -1,48 +1,169 @@
-"""URI templates (RFC 6570) for resource templates: expansion-free matching of `{var}`.
+"""URI templates (RFC 6570) for resource templates: matching a URI back to its variables.
 
-Supports simple `{var}` (one path segment), reserved `{+var}` (may span `/`) and lists like
-`{a,b}` separated by commas, which is what resource templates use in practice.
+Supported expressions, each with one or more comma-separated variables:
+
+* `{var}` — simple: one path segment (no `/`, `?` or `#`);
+* `{+var}` — reserved: may span `/` (a path under a root), not `?` or `#`;
+* `{#var}` — fragment: `#` then anything;
+* `{.var}` — label: `.` then one label (`{.ext}`);
+* `{/var}` — one path segment after a `/`; `{/var*}` — one or more segments;
+* `{?var}` and `{&var}` — query parameters `var=value`, in any order, each optional; these come
+  last in the template.
+
+Anything else (`{;var}`, prefix modifiers such as `{var:3}`, a query expression before the
+end) is refused when the template is registered, so a template never silently matches nothing.
+
+Matched values are percent-decoded, and a value that would escape its place is refused (the URI
+does not match): a variable that may not span `/` must not contain one once decoded (`%2F`), no
+path segment may be `.` or `..` (raw or encoded), and no value may hold a backslash (a path
+separator to some file APIs). So `file:///docs/{path}` never hands
+`../../etc/passwd` to its handler, and `{+path}` never climbs out of the root it follows.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from urllib.parse import unquote
 
-_EXPR = re.compile(r"\{([+#]?)([A-Za-z0-9_.,]+)\}")
+logger = logging.getLogger("mrtr.server")
+
+_EXPR = re.compile(r"\{([^{}]*)\}")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_QUERY_OPERATORS = ("?", "&")
+# What one variable of each operator may match, before decoding.
+_PART = {
+    "": r"[^/?#]+",
+    "+": r"[^?#]+?",
+    "#": r".+?",
+    ".": r"[^/?#.]+",
+    "/": r"[^/?#]+",
+}
+_PREFIX = {"": "", "+": "", "#": "#", ".": r"\.", "/": "/"}
+_SPANS_SLASH = frozenset(("+", "#"))
+_DOT_SEGMENTS = frozenset((".", ".."))
 
 
 class UriTemplate:
     """A compiled template; `match(uri)` gives its variables or None."""
 
-    __slots__ = ("_regex", "template", "variables")
+    __slots__ = ("_groups", "_query", "_regex", "template", "variables")
 
     def __init__(self, template: str) -> None:
         self.template = template
         pattern: list[str] = []
         names: list[str] = []
+        # Each path variable: its regex group, and whether its value may span `/`. Groups are
+        # numbered, so no variable name can collide with one of ours.
+        self._groups: list[tuple[str, str, bool]] = []
+        self._query: tuple[str, ...] = ()
         pos = 0
         for m in _EXPR.finditer(template):
+            body = m.group(1)
+            operator = body[:1] if body[:1] in "+#./?&;=,!@|" else ""
+            if self._query and (operator not in _QUERY_OPERATORS or m.start() != pos):
+                raise ValueError(
+                    f"URI template {template!r}: a query expression ({{?...}} or {{&...}}) must "
+                    "come last"
+                )
             pattern.append(re.escape(template[pos : m.start()]))
-            operator, var_list = m.group(1), m.group(2).split(",")
-            part = ".+?" if operator else "[^/?#]+"
-            groups = []
-            for var in var_list:
-                if not var.isidentifier() or var in names:
-                    raise ValueError(
-                        f"bad or repeated variable {var!r} in URI template {template!r}"
-                    )
-                names.append(var)
-                groups.append(f"(?P<{var}>{part})")
-            pattern.append(",".join(groups))
             pos = m.end()
+            specs = body[len(operator) :].split(",")
+            if operator in (";", "=", ",", "!", "@", "|"):
+                raise ValueError(
+                    f"URI template {template!r}: the {operator!r} operator is not supported "
+                    "(use {var}, {+var}, {#var}, {.var}, {/var}, {/var*}, {?var} or {&var})"
+                )
+            variables = [self._variable(template, spec, operator, names) for spec in specs]
+            if operator in _QUERY_OPERATORS:
+                if any(explode for _, explode in variables):
+                    raise ValueError(
+                        f"URI template {template!r}: exploded query variables are not supported"
+                    )
+                self._query += tuple(name for name, _ in variables)
+                continue
+            groups = []
+            for name, explode in variables:
+                if explode and operator != "/":
+                    raise ValueError(
+                        f"URI template {template!r}: '*' is supported only as {{/{name}*}}"
+                    )
+                part = r"[^?#]+?" if explode else _PART[operator]
+                if len(variables) > 1:  # values of a list are separated by commas
+                    part = part.replace("]", ",]", 1) if part.startswith("[") else r"[^,]+?"
+                group = f"g{len(self._groups)}"
+                self._groups.append((name, group, operator in _SPANS_SLASH or explode))
+                groups.append(f"{_PREFIX[operator]}(?P<{group}>{part})")
+            pattern.append(("," if operator in ("", "+", "#") else "").join(groups))
+        if self._query and template[pos:]:
+            raise ValueError(
+                f"URI template {template!r}: a query expression ({{?...}} or {{&...}}) must "
+                "come last"
+            )
         pattern.append(re.escape(template[pos:]))
+        if self._query:
+            pattern.append(r"(?:\?(?P<q>[^#]*))?")
         self._regex = re.compile("".join(pattern) + r"\Z")
         self.variables: tuple[str, ...] = tuple(names)
 
+    @staticmethod
+    def _variable(template: str, spec: str, operator: str, names: list[str]) -> tuple[str, bool]:
+        explode = spec.endswith("*")
+        name = spec[:-1] if explode else spec
+        if ":" in name:
+            raise ValueError(
+                f"URI template {template!r}: prefix modifiers ({{{name}}}) are not supported"
+            )
+        if not _NAME.fullmatch(name) or name in names:
+            raise ValueError(f"bad or repeated variable {name!r} in URI template {template!r}")
+        names.append(name)
+        return name, explode
+
     def match(self, uri: str) -> dict[str, str] | None:
-        """The variables of `uri` (percent-decoded) when it fits the template."""
+        """The variables of `uri` (percent-decoded) when it fits the template, else None.
+
+        A URI whose value would escape its place (see the module docstring) does not fit.
+        """
         m = self._regex.match(uri)
         if m is None:
             return None
-        return {k: unquote(v) for k, v in m.groupdict().items()}
+        found: dict[str, str] = {}
+        for name, group, spans_slash in self._groups:
+            value = _safe_value(m.group(group), spans_slash)
+            if value is None:
+                logger.debug("refused %r for template %r: unsafe %r", uri, self.template, name)
+                return None
+            found[name] = value
+        if self._query:
+            query = _query_values(m.group("q"), self._query)
+            if query is None:
+                return None
+            found.update(query)
+        return found
+
+
+def _safe_value(raw: str, spans_slash: bool) -> str | None:
+    """`raw` percent-decoded, or None when it would escape its place."""
+    segments = raw.split("/") if spans_slash else [raw]
+    decoded = []
+    for segment in segments:
+        text = unquote(segment)
+        if "/" in text or text in _DOT_SEGMENTS or "\\" in text:
+            return None
+        decoded.append(text)
+    return "/".join(decoded)
+
+
+def _query_values(query: str | None, names: tuple[str, ...]) -> dict[str, str] | None:
+    """The template's query variables found in `query`; None if it holds another key or one
+    twice (a URI the template could not have produced)."""
+    if not query:
+        return {}
+    values: dict[str, str] = {}
+    for pair in query.split("&"):
+        key, sep, value = pair.partition("=")
+        name = unquote(key)
+        if not sep or name not in names or name in values:
+            return None
+        values[name] = unquote(value)
+    return values
