@@ -27,6 +27,7 @@ from ..protocol.types import (
     TextResourceContents,
     ToolAnnotations,
 )
+from .docstrings import parse_docstring
 from .signature import AnyFunction, FunctionSignature, OutputMismatch, OutputShape
 from .uri_template import UriTemplate
 
@@ -69,8 +70,8 @@ def _listing(**fields: Any) -> dict[str, Any]:
 def _doc(fn: AnyFunction, description: str | None) -> str | None:
     if description is not None:
         return description
-    doc = (fn.__doc__ or "").strip()
-    return doc or None
+    # Dedented, without the parameter section (it describes the arguments in the schema).
+    return parse_docstring(fn.__doc__).description
 
 
 def tool_error(message: str) -> dict[str, Any]:

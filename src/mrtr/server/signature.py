@@ -28,6 +28,7 @@ from ..protocol.types import (
     ResourceLink,
     TextContent,
 )
+from .docstrings import parse_docstring
 
 AnyFunction = Callable[..., Any]
 
@@ -146,10 +147,18 @@ class FunctionSignature:
         self.return_annotation = hints.get("return", inspect.Signature.empty)
 
     def input_schema(self) -> dict[str, Any]:
-        """JSON Schema (2020-12) of the arguments object."""
+        """JSON Schema (2020-12) of the arguments object.
+
+        A parameter the docstring documents (an `Args:` or `Parameters` section) gets that
+        text as its description, unless its annotation gives one.
+        """
         schema = self.arg_model.model_json_schema()
         schema.pop("title", None)
-        schema.setdefault("properties", {})
+        properties = schema.setdefault("properties", {})
+        for name, text in parse_docstring(self.fn.__doc__).params.items():
+            prop = properties.get(name)
+            if isinstance(prop, dict) and text:
+                prop.setdefault("description", text)
         return schema
 
     def bind(self, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
