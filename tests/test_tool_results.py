@@ -3,6 +3,7 @@ is a promise (its `outputSchema`) that a mismatching value cannot break silently
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import warnings
 from typing import Any, TypedDict
@@ -134,3 +135,43 @@ async def test_results_that_match_the_declared_type_are_structured(
     assert point.structured_content == {"x": 1, "y": 2}
     assert count.structured_content == {"result": 7}
     assert not any(r.is_error for r in (weather, city, point, count))
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
+WAV = b"RIFF\x24\x00\x00\x00WAVEfmt " + b"\x00" * 16
+
+
+async def test_bytes_become_image_audio_or_blob_content(make_client: Any) -> None:
+    server = Server("binary")
+
+    @server.tool()
+    def picture() -> bytes:
+        return PNG
+
+    @server.tool()
+    def sound():  # type: ignore[no-untyped-def]
+        return bytearray(WAV)
+
+    @server.tool()
+    def archive() -> bytes:
+        return b"PK\x03\x04\xff\xfe not utf-8"
+
+    async with make_client(server) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        image = await client.call_tool("picture")
+        audio = await client.call_tool("sound")
+        blob = await client.call_tool("archive")
+    assert tools["picture"].output_schema is None  # bytes are content, not structured output
+    assert not any(r.is_error for r in (image, audio, blob))
+    assert image.content[0].to_wire() == {
+        "type": "image",
+        "data": base64.b64encode(PNG).decode(),
+        "mimeType": "image/png",
+    }
+    assert audio.content[0].to_wire()["mimeType"] == "audio/wav"  # type: ignore[union-attr]
+    resource = blob.content[0].to_wire()["resource"]  # type: ignore[union-attr]
+    assert resource == {
+        "uri": "mrtr://tools/archive/result",
+        "mimeType": "application/octet-stream",
+        "blob": base64.b64encode(b"PK\x03\x04\xff\xfe not utf-8").decode(),
+    }

@@ -28,6 +28,7 @@ from ..protocol.types import (
     ToolAnnotations,
 )
 from .docstrings import parse_docstring
+from .media import binary_content
 from .signature import AnyFunction, FunctionSignature, OutputMismatch, OutputShape
 from .uri_template import UriTemplate
 
@@ -134,6 +135,8 @@ class ToolEntry:
         content = _content_list(value)
         if content is not None:
             return {"content": content}
+        if isinstance(value, bytes | bytearray | memoryview):
+            return {"content": [binary_content(bytes(value), f"mrtr://tools/{self.name}/result")]}
         if isinstance(value, str) and self.output.adapter is None:
             return {"content": [{"type": "text", "text": value}]}
         if self.output.adapter is not None:

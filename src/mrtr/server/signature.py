@@ -235,7 +235,7 @@ class OutputShape:
     @classmethod
     def from_annotation(cls, annotation: Any) -> OutputShape:
         tp = _portable(_without_input_required(annotation))
-        if tp in (inspect.Signature.empty, None, type(None), Any, str, CallToolResult):
+        if tp in (inspect.Signature.empty, None, type(None), Any, str, bytes, CallToolResult):
             return cls(None, None, False)
         if _is_content(tp):
             return cls(None, None, False)
