@@ -30,6 +30,7 @@ from mrtr import (
     roots_request,
     sample_request,
 )
+from mrtr.transport.http_server import close_sse_stream
 
 # A 1x1 transparent PNG and a tiny silent WAV, so the media fixtures carry real files.
 PNG = base64.b64encode(
@@ -221,6 +222,110 @@ def test_custom_header(
     return f"region={region}"
 
 
+# --- tools that ask the client (both eras) -------------------------------------------------
+# Written once: on a 2026-07-28 request each question is an MRTR round, on a legacy session a
+# request (`elicitation/create`, `sampling/createMessage`) sent to the client while it waits.
+
+
+@server.tool()
+async def test_tool_with_logging(ctx: RequestContext) -> str:
+    """Logs three messages, 50 ms apart."""
+    await ctx.log("info", "Tool execution started")
+    await asyncio.sleep(0.05)
+    await ctx.log("info", "Tool processing data")
+    await asyncio.sleep(0.05)
+    await ctx.log("info", "Tool execution completed")
+    return "Tool with logging executed successfully"
+
+
+@server.tool()
+async def test_sampling(ctx: RequestContext, prompt: str) -> str:
+    """Asks the client's model the prompt."""
+    reply = await ctx.sample(prompt, max_tokens=100)
+    return f"LLM response: {getattr(reply.content, 'text', '')}"
+
+
+@server.tool()
+async def test_elicitation(ctx: RequestContext, message: str) -> str:
+    """Asks the user for a username and an email address."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "username": {"type": "string", "description": "User's response"},
+            "email": {"type": "string", "description": "User's email address"},
+        },
+        "required": ["username", "email"],
+    }
+    answer = await ctx.elicit(message, schema)
+    return f"User response: action={answer.action}, content={answer.content}"
+
+
+@server.tool()
+async def test_elicitation_sep1034_defaults(ctx: RequestContext) -> str:
+    """Asks with a default value for every primitive type (SEP-1034)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "default": "John Doe"},
+            "age": {"type": "integer", "default": 30},
+            "score": {"type": "number", "default": 95.5},
+            "status": {
+                "type": "string",
+                "enum": ["active", "inactive", "pending"],
+                "default": "active",
+            },
+            "verified": {"type": "boolean", "default": True},
+        },
+    }
+    answer = await ctx.elicit("Please review your profile", schema)
+    return f"Elicitation completed: action={answer.action}, content={answer.content}"
+
+
+@server.tool()
+async def test_elicitation_sep1330_enums(ctx: RequestContext) -> str:
+    """Asks with each enum form of SEP-1330: plain, titled, legacy titled, multi-select."""
+    options = ["option1", "option2", "option3"]
+    titled = [
+        {"const": "value1", "title": "First Option"},
+        {"const": "value2", "title": "Second Option"},
+        {"const": "value3", "title": "Third Option"},
+    ]
+    schema = {
+        "type": "object",
+        "properties": {
+            "untitledSingle": {"type": "string", "enum": options},
+            "titledSingle": {"type": "string", "oneOf": titled},
+            "legacyEnum": {
+                "type": "string",
+                "enum": ["opt1", "opt2", "opt3"],
+                "enumNames": ["Option One", "Option Two", "Option Three"],
+            },
+            "untitledMulti": {"type": "array", "items": {"type": "string", "enum": options}},
+            "titledMulti": {
+                "type": "array",
+                "items": {
+                    "anyOf": [
+                        {"const": "value1", "title": "First Choice"},
+                        {"const": "value2", "title": "Second Choice"},
+                        {"const": "value3", "title": "Third Choice"},
+                    ]
+                },
+            },
+        },
+    }
+    answer = await ctx.elicit("Pick your options", schema)
+    return f"Elicitation completed: action={answer.action}, content={answer.content}"
+
+
+@server.tool()
+async def test_reconnection(ctx: RequestContext) -> str:
+    """Ends its response stream's connection mid-call, then answers (SEP-1699 polling): a
+    legacy client resumes the stream with GET + Last-Event-ID and gets the answer there."""
+    close_sse_stream()
+    await asyncio.sleep(0.1)
+    return "Reconnection test completed"
+
+
 # --- MRTR tools ----------------------------------------------------------------------------
 
 
@@ -384,6 +489,12 @@ def static_binary() -> bytes:
 def template_data(id: str) -> dict[str, Any]:
     """Data for one id."""
     return {"id": id, "templateTest": True, "data": f"Data for ID: {id}"}
+
+
+@server.resource("test://watched-resource", name="watched-resource", mime_type="text/plain")
+def watched_resource() -> str:
+    """A resource clients subscribe to."""
+    return "Watched resource content."
 
 
 def main() -> None:

@@ -74,13 +74,19 @@ from .protocol.types import (
     Tool,
     ToolAnnotations,
 )
-from .protocol.versions import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS
+from .protocol.versions import (
+    LATEST_PROTOCOL_VERSION,
+    LEGACY_PROTOCOL_VERSIONS,
+    SUPPORTED_PROTOCOL_VERSIONS,
+)
 from .server import RequestContext, Server, ServerOptions
+from .server.session import LegacySession
 
 __version__ = "0.1.0"
 
 __all__ = [
     "LATEST_PROTOCOL_VERSION",
+    "LEGACY_PROTOCOL_VERSIONS",
     "SUPPORTED_PROTOCOL_VERSIONS",
     "Annotations",
     "AudioContent",
@@ -111,6 +117,7 @@ __all__ = [
     "InputRequests",
     "InputRequiredError",
     "InputRequiredResult",
+    "LegacySession",
     "ListPromptsResult",
     "ListResourceTemplatesResult",
     "ListResourcesResult",

@@ -2,6 +2,13 @@
 
 Each request runs in its own task so a slow handler never blocks a fast one; the connection
 keeps those tasks by request id so that `notifications/cancelled` can cancel the right one.
+
+A connection serves both protocol eras. Requests carrying modern `_meta` are served
+statelessly. The first `initialize` makes the connection's `LegacySession` (its channel to the
+client is the connection's own writer): every later message goes with it, the client's
+responses to the server's requests reach `session.deliver`, and once `initialize` succeeded
+the session is attached to the server (list changes, resource updates) until the connection
+closes. Until then no session exists, so a modern client sees only modern errors.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol import jsonrpc
 from ..protocol.errors import McpError
+from .session import LegacySession
 
 if TYPE_CHECKING:
     from .server import Server
@@ -32,6 +40,9 @@ class ServerConnection:
         self._send = send
         self._transport_info = transport_info
         self._tasks: dict[jsonrpc.RequestId, asyncio.Task[None]] = {}
+        #: The legacy session, from the first `initialize` on (None: no client asked for one).
+        self.session: LegacySession | None = None
+        self._attached = False
 
     async def feed_bytes(self, data: bytes | str) -> None:
         """Handle one raw JSON-RPC message (a line of stdio, say)."""
@@ -59,11 +70,20 @@ class ServerConnection:
                     )
                 )
                 return
-            task = asyncio.create_task(self._run(message))
+            session = self.session
+            if session is None and message["method"] == "initialize" and self.server.serves_legacy:
+                session = self.session = LegacySession(self._send)
+            task = asyncio.create_task(self._run(message, session))
             self._tasks[request_id] = task
             task.add_done_callback(functools.partial(self._forget, request_id))
-        elif kind == "notification" and message["method"] == "notifications/cancelled":
-            self._cancel(message.get("params") or {})
+        elif kind == "notification":
+            if message["method"] == "notifications/cancelled":
+                self._cancel(message.get("params") or {})
+            elif self.session is not None:
+                await self.server.handle_message(message, session=self.session)
+        elif self.session is None or not self.session.deliver(message):
+            # A response to nothing this server asked (or asked and stopped waiting for).
+            logger.debug("ignored a response to no pending request (id %r)", message.get("id"))
 
     def _forget(self, request_id: jsonrpc.RequestId, _task: asyncio.Task[None]) -> None:
         self._tasks.pop(request_id, None)
@@ -77,15 +97,26 @@ class ServerConnection:
             logger.debug("cancelling request %r: %s", params.get("requestId"), params.get("reason"))
             task.cancel()
 
-    async def _run(self, message: dict[str, Any]) -> None:
+    async def _run(self, message: dict[str, Any], session: LegacySession | None) -> None:
         try:
-            response = await self.server.handle_request(message, self._send, self._transport_info)
+            response = await self.server.handle_request(
+                message, self._send, self._transport_info, session
+            )
         except asyncio.CancelledError:
             return  # a cancelled request gets no response
+        if session is not None and not self._attached and session.negotiated:
+            self._attached = True
+            self.server.attach_session(session)
         await self._send(response)
 
     async def aclose(self) -> None:
-        """Cancel every request still running and wait for them to end."""
+        """Cancel every request still running and wait for them to end; end the session."""
+        session = self.session
+        if session is not None:
+            # First: a request waiting for the client's answer fails now instead of hanging.
+            session.close()
+            if self._attached:
+                self.server.detach_session(session)
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()

@@ -4,6 +4,10 @@ Besides logging and progress, the context is where a handler asks the client for
 `await ctx.elicit(...)`, `ctx.sample(...)`, `ctx.list_roots()`, `ctx.ask({...})`, and keeps
 work from repeating across rounds with `ctx.once(...)`. The context is a face over the replay
 engine (`replay.Replay`), which owns all of that state; see `replay.py` for the rules.
+
+The same context serves both protocol eras. On a legacy (`initialize`) session what a modern
+request says in its `_meta` comes from the session instead (`live.session_meta`), and the
+engine is given the live asker: the handler and every method here stay the same.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from ..protocol.types import (
     SamplingMessage,
     TextContent,
 )
+from .live import LiveAsker, session_meta
 from .replay import (
     Batch,
     Question,
@@ -46,6 +51,7 @@ from .replay import (
 
 if TYPE_CHECKING:
     from .server import Server
+    from .session import LegacySession
 
 T = TypeVar("T")
 M = TypeVar("M", bound=pydantic.BaseModel)
@@ -77,6 +83,7 @@ class RequestContext:
         "params",
         "request_id",
         "server",
+        "session",
         "transport_info",
     )
 
@@ -90,17 +97,26 @@ class RequestContext:
         transport_info: Any = None,
         state: RoundState | None = None,
         input_responses: dict[str, Any] | None = None,
+        session: LegacySession | None = None,
     ) -> None:
         self.server = server
         self.request_id = request_id
         self.method = method
         self.params = params
-        self.meta: dict[str, Any] = params.get("_meta") or {}
         self.transport_info = transport_info
+        #: The legacy session the request came on; None for a 2026-07-28 request.
+        self.session = session
         self._input_responses: dict[str, Any] = input_responses or {}
         self._notify = notify
-        self._engine = Replay(state, method)
         self._progress: float | None = None
+        self.meta: dict[str, Any]
+        if session is None:
+            self.meta = params.get("_meta") or {}
+            self._engine = Replay(state, method)
+        else:
+            self.meta = session_meta(session, params)
+            asker = LiveAsker(self, session, notify, server.options.input_required.round_timeout)
+            self._engine = Replay(state, method, asker)
 
     @property
     def _state(self) -> RoundState:
@@ -172,19 +188,7 @@ class RequestContext:
 
     def client_supports(self, method: str, *, url_mode: bool = False) -> bool:
         """Whether the client declared the capability an input request of `method` needs."""
-        caps = self.client_capabilities
-        if method == ELICITATION_CREATE:
-            elicitation = caps.get("elicitation")
-            if not isinstance(elicitation, dict):
-                return False
-            if url_mode:
-                return "url" in elicitation
-            return "form" in elicitation or "url" not in elicitation
-        if method == SAMPLING_CREATE_MESSAGE:
-            return isinstance(caps.get("sampling"), dict)
-        if method == ROOTS_LIST:
-            return isinstance(caps.get("roots"), dict)
-        return False
+        return supports(self.client_capabilities, method, url_mode=url_mode)
 
     # --- notifications -------------------------------------------------------------------
 
@@ -197,8 +201,10 @@ class RequestContext:
         return self._engine.replaying
 
     async def log(self, level: str, data: Any, logger: str | None = None) -> None:
-        """Send a log message to the client, if it asked for this level or lower on this request.
+        """Send a log message to the client, if it asked for this level or lower.
 
+        A 2026-07-28 client asks per request (the log level in its `_meta`); on a legacy session
+        the level `logging/setLevel` chose applies, and every level until it chooses one.
         Nothing is sent while `replaying`: the client got it in the round that first ran it.
         """
         rank = meta_keys.LOG_LEVEL_RANK
@@ -363,3 +369,19 @@ class RequestContext:
         and different functions, they are a `ReplayError`.
         """
         return await self._engine.once(key, fn, type)
+
+
+def supports(caps: Mapping[str, Any], method: str, *, url_mode: bool = False) -> bool:
+    """Whether client capabilities `caps` cover an input request of `method`."""
+    if method == ELICITATION_CREATE:
+        elicitation = caps.get("elicitation")
+        if not isinstance(elicitation, dict):
+            return False
+        if url_mode:
+            return "url" in elicitation
+        return "form" in elicitation or "url" not in elicitation
+    if method == SAMPLING_CREATE_MESSAGE:
+        return isinstance(caps.get("sampling"), dict)
+    if method == ROOTS_LIST:
+        return isinstance(caps.get("roots"), dict)
+    return False

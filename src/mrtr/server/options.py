@@ -56,8 +56,11 @@ class InputRequiredConfig:
     refuses to ask again. `round_timeout`: seconds one round of handler execution may take
     (0 = no limit). `max_responses`: the most `inputResponses` entries one request may carry.
     `max_response_bytes`: the most bytes of JSON they may take together (the answers are kept
-    in the sealed state, so this also bounds how fast it grows). `legacy_shim`: reserved for
-    serving MRTR handlers to legacy-era clients.
+    in the sealed state, so this also bounds how fast it grows). `legacy_shim`: serve
+    legacy-era (`initialize`) clients too, on transports that keep sessions: their handlers'
+    questions are sent to the client live (each wait bounded by `round_timeout`), and a
+    manual-style handler is driven live up to `max_rounds`; False answers `initialize` with
+    -32022 naming the modern versions.
     """
 
     max_rounds: int = 10

@@ -61,6 +61,13 @@ Rules (everything the engine guarantees lives here):
    that would not come back the same is a `ReplayError` when it is produced, and the round is
    not sealed even if the handler swallows that error. Two `once` calls of one run with the
    same key and different functions are a `ReplayError`.
+10. How a question is answered is the engine's asker. Without one (every 2026-07-28 request:
+   the hot path) it is answered by replay, as above. On a legacy (`initialize`) session the
+   engine is given a live asker (`live.py`): awaiting a question claims its key (rule 2's
+   once-per-run check) and the asker sends it to the client and awaits the answer, validated
+   as an `inputResponses` entry would be. The handler then runs straight through once: nothing
+   is replayed, `replaying` stays False, a question created but never awaited is never asked,
+   and `ctx.once` runs `fn` once per request, keeping its result in memory only.
 """
 
 from __future__ import annotations
@@ -74,7 +81,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any, Final, Generic, NoReturn, TypeVar
+from typing import Any, Final, Generic, NoReturn, Protocol, TypeVar
 
 import orjson
 import pydantic
@@ -246,10 +253,27 @@ class Question(Generic[T]):
 
     def __await__(self) -> Generator[Any, None, T]:
         engine = self._engine
+        asker = engine.asker
+        if asker is not None:  # rule 10: answered live
+            engine.claim(self)
+            return (yield from asker.answer(self).__await__())
         value = engine.take(self)
         if engine.tick():
             yield  # rule 2: let the loop turn (and a deadline fire) now and then
         return self._convert(self.key, engine.state.validated.get(self.key, value))
+
+
+class Asker(Protocol):
+    """Answers questions other than by replay (rule 10): the live asker of a legacy session."""
+
+    async def answer(self, question: Question[T]) -> T:
+        """Ask `question` now and return its answer, converted as the handler expects."""
+
+    async def answer_all(self, questions: dict[str, Question[Any]]) -> dict[str, Any]:
+        """Ask several questions at once; `{key: answer}`."""
+
+    async def answer_requests(self, requests: dict[str, InputRequest]) -> dict[str, Any]:
+        """Ask a manual-style handler's input requests; `{key: result}` as the client sent it."""
 
 
 class Batch:
@@ -263,6 +287,11 @@ class Batch:
 
     def __await__(self) -> Generator[Any, None, dict[str, Any]]:
         engine = self._engine
+        asker = engine.asker
+        if asker is not None:  # rule 10: answered live, all at once
+            for question in self.questions.values():
+                engine.claim(question)
+            return (yield from asker.answer_all(self.questions).__await__())
         values = {key: engine.take(q, stop=False) for key, q in self.questions.items()}
         if any(v is MISSING for v in values.values()):
             engine.stop_here()
@@ -350,6 +379,7 @@ class Replay:
         "_tasks",
         "_unrecordable",
         "_warned",
+        "asker",
         "method",
         "outgoing",
         "questions",
@@ -357,8 +387,12 @@ class Replay:
         "target",
     )
 
-    def __init__(self, state: RoundState | None = None, method: str = "request") -> None:
+    def __init__(
+        self, state: RoundState | None = None, method: str = "request", asker: Asker | None = None
+    ) -> None:
         self.state = state if state is not None else RoundState()
+        #: How questions are answered (rule 10): None answers them by replay.
+        self.asker = asker
         #: The request's method and target (a tool or prompt name, a URI), named in logs.
         self.method = method
         self.target: str | None = None
@@ -403,7 +437,7 @@ class Replay:
                 if not stops_for_input(exc):
                     return await self._failed(exc)
                 return await self._stop(exc)
-            if self.questions and self._has_pending():
+            if self.questions and self.asker is None and self._has_pending():
                 return await self._stop(None)
             self._phase = _DONE
             return value
@@ -535,14 +569,20 @@ class Replay:
         self.questions[key] = question
         return question
 
-    def take(self, question: Question[Any], stop: bool = True) -> Any:
-        """Await `question`: its recorded answer, or `InputPending` (`MISSING` if not `stop`)."""
+    def claim(self, question: Question[Any]) -> None:
+        """Note that `question` is awaited now: once per key and run (rule 2), while the run
+        lasts (rule 8)."""
         key = question.key
         if self._phase >= _STOPPED:
             self._late("awaiting question", key)
         self.track()
         if self._awaited.setdefault(key, question) is not question:
             raise ReplayError(_asked_again(key))
+
+    def take(self, question: Question[Any], stop: bool = True) -> Any:
+        """Await `question`: its recorded answer, or `InputPending` (`MISSING` if not `stop`)."""
+        key = question.key
+        self.claim(question)
         value = self.answer(question)
         if value is MISSING:
             self._caught_up = True
@@ -658,6 +698,8 @@ class Replay:
                 f"ctx.once({key!r}) was called twice in this run with different functions; "
                 "give each side effect its own key"
             )
+        if self.asker is not None:
+            return await self._once_live(key, fn)
         codec = codec_for(fn, annotation)
         store = self.state.once
         if key in store:
@@ -684,6 +726,31 @@ class Replay:
         if problem is not None:
             raise ReplayError(f"ctx.once({key!r}): {problem}")
         return _restore(key, codec, store[key])
+
+    async def _once_live(self, key: str, fn: Callable[[], Any]) -> Any:
+        """Rule 10: run `fn` once per request; its result is kept as it is, never sealed."""
+        store = self.state.once
+        if key in store:
+            return store[key]
+        running = self._once_running.get(key) if self._once_running else None
+        if running is None:
+            produced = fn()
+            if not inspect.isawaitable(produced):
+                store[key] = produced
+                return produced
+            running = asyncio.ensure_future(produced)
+            if self._once_running is None:
+                self._once_running = {}
+            self._once_running[key] = running
+            running.add_done_callback(functools.partial(self._live_once_done, key))
+        # Shielded: a call cancelled while another shares the run must not cancel that run.
+        return await asyncio.shield(running)
+
+    def _live_once_done(self, key: str, future: asyncio.Future[Any]) -> None:
+        if self._once_running is not None:
+            self._once_running.pop(key, None)
+        if not future.cancelled() and future.exception() is None:
+            self.state.once[key] = future.result()
 
     def _record(self, key: str, codec: OnceCodec, value: Any) -> Any:
         try:

@@ -4,6 +4,14 @@ A round restores what earlier rounds recorded (verifying the sealed `requestStat
 handler code runs), takes this round's `inputResponses`, runs or replays the handler under
 `round_timeout`, and then either lets the result through or seals a new state and shapes the
 `InputRequiredResult`. The replay rules themselves live in `replay.py`.
+
+On a legacy session (the context's engine has a live asker, `live.py`) a round is the whole
+request: nothing is sealed or restored, questions are answered as the handler awaits them,
+and a manual-style `InputRequiredResult` is driven here on the client's behalf: its input
+requests are asked live and the handler is called again with `ctx.input_responses` and its
+own `ctx.request_state` (kept in memory), up to `max_rounds` times. Each wait for the client
+is bounded by `round_timeout`, and the whole request by `round_timeout * max_rounds` (what a
+modern flow of that many rounds may take).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from ..protocol.errors import (
     missing_client_capability,
 )
 from .input_bounds import check_arguments, check_responses, state_too_large
-from .replay import Failure, RoundState, question_digest
+from .replay import STOPPED, Asker, Failure, Replay, RoundState, question_digest
 from .request_state import (
     InvalidRequestState,
     RequestStateKeyRing,
@@ -44,6 +52,9 @@ logger = logging.getLogger("mrtr.server")
 
 #: `(method, params)` of each question going out, by key.
 Questions = dict[str, tuple[str, dict[str, Any]]]
+
+#: Turns a handler's value (or a tool's `Failure`) into its wire result, or an input request.
+Render = Callable[[Any], "dict[str, Any] | InputRequiredResult"]
 
 
 class RejectionLog:
@@ -247,18 +258,23 @@ class Round:
             )
         return self._binding
 
-    async def run(
-        self, invoke: Callable[[RequestContext], Awaitable[Any]], what: str | None = None
-    ) -> Any:
-        """Restore the state, take this round's answers, and run (or replay) the handler.
+    async def complete(
+        self,
+        invoke: Callable[[RequestContext], Awaitable[Any]],
+        render: Render,
+        what: str | None = None,
+    ) -> dict[str, Any]:
+        """Restore the state, take this round's answers, run (or replay) the handler, and give
+        the request's result: `render(value)`, or a sealed `InputRequiredResult`.
 
-        Returns the handler's value, `replay.STOPPED` when the round ends for input (its
-        questions are then in `ctx._engine.outgoing`), or, for a tool, the `Failure` it reports
-        as its result. `what` names a prompt or resource, whose failures become -32603. Nothing
-        else comes out but an `McpError` or the cancellation of the request (replay rule 4).
+        `render` gets the handler's value or, for a tool (`what` is None), the `Failure` it
+        reports as its result; `what` names a prompt or resource, whose failures become -32603.
+        Nothing else comes out but an `McpError` or the cancellation of the request (replay
+        rule 4). On a legacy session see the module docstring.
         """
         ctx = self.ctx
-        engine = ctx._engine
+        if ctx._engine.asker is not None:
+            return await self._complete_live(invoke, render, what)
         params = ctx.params
         token = params.get("requestState")
         state = ctx._state
@@ -277,6 +293,8 @@ class Round:
             else:
                 state.take_responses(responses)
             ctx.input_responses = responses
+        # As `_run`, written out here: this is the hot path of every tool call.
+        engine = ctx._engine
         engine.target = self.target
         timeout = self.keeper.options.input_required.round_timeout
         deadline = Deadline(timeout) if timeout > 0 else None
@@ -287,21 +305,96 @@ class Round:
                 with deadline:
                     outcome = await engine.run(invoke, ctx)
         except TimeoutError:
-            if deadline is None or not deadline.expired:
-                raise  # pragma: no cover - the engine reports the handler's own as a Failure
-            raise McpError(
-                INTERNAL_ERROR,
-                f"{what or ctx.method} did not finish within round_timeout ({timeout:g} s)",
-            ) from None
-        if not isinstance(outcome, Failure):
-            return outcome
+            raise self._timed_out(deadline, what, "round_timeout", timeout) from None
+        value = outcome if not isinstance(outcome, Failure) else self._failed(outcome, what)
+        # A run stopped at a question has no value to render: its questions go out.
+        return self.finish({} if value is STOPPED else render(value))
+
+    async def _complete_live(
+        self,
+        invoke: Callable[[RequestContext], Awaitable[Any]],
+        render: Render,
+        what: str | None,
+    ) -> dict[str, Any]:
+        # A legacy session: nothing sealed or restored, and a manual-style handler is driven.
+        result = render(await self._run_live(invoke, what))
+        asker = self.ctx._engine.asker
+        assert asker is not None
+        while isinstance(result, InputRequiredResult):
+            result = render(await self._drive(asker, result, invoke, what))
+        return result
+
+    async def _run_live(
+        self, invoke: Callable[[RequestContext], Awaitable[Any]], what: str | None
+    ) -> Any:
+        """Run the handler once on a legacy session: its value, or a tool's `Failure`."""
+        ctx = self.ctx
+        engine = ctx._engine
+        engine.target = self.target
+        config = self.keeper.options.input_required
+        timeout = config.round_timeout * config.max_rounds
+        deadline = Deadline(timeout) if timeout > 0 else None
+        try:
+            if deadline is None:
+                outcome = await engine.run(invoke, ctx)
+            else:
+                with deadline:
+                    outcome = await engine.run(invoke, ctx)
+        except TimeoutError:
+            raise self._timed_out(deadline, what, "round_timeout * max_rounds", timeout) from None
+        return outcome if not isinstance(outcome, Failure) else self._failed(outcome, what)
+
+    def _timed_out(
+        self, deadline: Deadline | None, what: str | None, limit: str, timeout: float
+    ) -> BaseException:
+        if deadline is None or not deadline.expired:  # pragma: no cover
+            return TimeoutError()  # the engine reports a handler's own timeout as a Failure
+        return McpError(
+            INTERNAL_ERROR,
+            f"{what or self.ctx.method} did not finish within {limit} ({timeout:g} s)",
+        )
+
+    def _failed(self, outcome: Failure, what: str | None) -> Failure:
+        """A tool's own failure is its result; any other failure is -32603."""
+        ctx = self.ctx
         if not outcome.is_error:  # KeyboardInterrupt and the like: never a handler's result
-            logger.error("%s: the handler raised", engine.label, exc_info=outcome.exc)
+            logger.error("%s: the handler raised", ctx._engine.label, exc_info=outcome.exc)
             raise McpError(INTERNAL_ERROR, f"Internal error while handling {ctx.method}")
         if what is None:
             return outcome
         logger.error("%s failed", what, exc_info=outcome.exc)
         raise McpError(INTERNAL_ERROR, f"{what} failed")
+
+    async def _drive(
+        self,
+        asker: Asker,
+        asked: InputRequiredResult,
+        invoke: Callable[[RequestContext], Awaitable[Any]],
+        what: str | None,
+    ) -> Any:
+        """One round of a manual-style handler on a legacy session, driven live."""
+        ctx = self.ctx
+        state = ctx._state
+        limit = self.keeper.options.input_required.max_rounds
+        if state.round + 1 > limit:
+            raise self._too_many_rounds(limit)
+        answers = await asker.answer_requests(asked.input_requests or {})
+        ctx._engine = Replay(
+            RoundState(
+                state.round + 1, once=state.once, user=asked.request_state, flow_id=state.flow_id
+            ),
+            ctx.method,
+            asker,
+        )
+        ctx.input_responses = answers
+        return await self._run_live(invoke, what)
+
+    def _too_many_rounds(self, limit: int) -> McpError:
+        return McpError(
+            INTERNAL_ERROR,
+            f"{self.ctx.method} {self.target!r} still needs input after {limit} rounds "
+            "(max_rounds); giving up",
+        )
 
     def finish(self, result: dict[str, Any] | InputRequiredResult) -> dict[str, Any]:
         """Let a complete result through, or seal and shape an input-required one."""
@@ -329,11 +422,7 @@ class Round:
         next_round = state.round + 1
         limit = self.keeper.options.input_required.max_rounds
         if next_round > limit:
-            raise McpError(
-                INTERNAL_ERROR,
-                f"{ctx.method} {self.target!r} still needs input after {limit} rounds "
-                "(max_rounds); giving up",
-            )
+            raise self._too_many_rounds(limit)
         sealed = RoundState(
             next_round,
             state.stored_answers(),
@@ -354,19 +443,22 @@ class Round:
         return result
 
     def _check_capabilities(self, questions: Questions) -> None:
-        """Never ask what the client did not declare it can answer: -32021 instead."""
-        ctx = self.ctx
-        missing: dict[str, Any] = {}
-        for key, (method, params) in questions.items():
-            if method not in INPUT_METHODS:
-                logger.error("handler asked %r with unsupported method %r", key, method)
-                raise McpError(INTERNAL_ERROR, f"Internal error while handling {ctx.method}")
-            url_mode = params.get("mode") == "url"
-            if not ctx.client_supports(method, url_mode=url_mode):
-                needed = missing.setdefault(method.split("/")[0], {})
-                if method == "elicitation/create":
-                    needed["url" if url_mode else "form"] = {}
-        if missing.get("elicitation") == {"form": {}}:
-            missing["elicitation"] = {}  # form alone is spelled `{}`, as in the spec's example
-        if missing:
-            raise missing_client_capability(missing)
+        require_capabilities(self.ctx, questions)
+
+
+def require_capabilities(ctx: RequestContext, questions: Questions) -> None:
+    """Never ask what the client did not declare it can answer: -32021 instead."""
+    missing: dict[str, Any] = {}
+    for key, (method, params) in questions.items():
+        if method not in INPUT_METHODS:
+            logger.error("handler asked %r with unsupported method %r", key, method)
+            raise McpError(INTERNAL_ERROR, f"Internal error while handling {ctx.method}")
+        url_mode = params.get("mode") == "url"
+        if not ctx.client_supports(method, url_mode=url_mode):
+            needed = missing.setdefault(method.split("/")[0], {})
+            if method == "elicitation/create":
+                needed["url" if url_mode else "form"] = {}
+    if missing.get("elicitation") == {"form": {}}:
+        missing["elicitation"] = {}  # form alone is spelled `{}`, as in the spec's example
+    if missing:
+        raise missing_client_capability(missing)

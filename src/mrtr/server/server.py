@@ -2,6 +2,12 @@
 
 The dispatcher takes a decoded JSON-RPC message and returns the response; it knows nothing of
 sockets, HTTP or stdio (transports move bytes and call `handle_message`).
+
+It serves both protocol eras from one endpoint. A request carrying a modern `_meta` protocol
+version is served statelessly (2026-07-28); a transport that keeps legacy sessions passes the
+request's `LegacySession`, and a request of such a session without that `_meta` is served
+with the semantics its `initialize` negotiated (`legacy.py`). The modern path pays one `is
+None` test for this.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from ..protocol import meta as meta_keys
 from ..protocol.errors import (
     INTERNAL_ERROR,
     METHOD_NOT_FOUND,
+    UNSUPPORTED_PROTOCOL_VERSION,
     McpError,
     invalid_params,
     method_not_found,
@@ -26,10 +33,12 @@ from ..protocol.errors import (
 from ..protocol.types import Icon, Implementation, ToolAnnotations
 from ..protocol.versions import SUPPORTED_PROTOCOL_VERSIONS
 from .context import NotifySink, RequestContext
+from .legacy import LegacyMethods
 from .options import ServerOptions
 from .primitives import PromptEntry, ResourceEntry, ToolEntry, tool_error
-from .replay import STOPPED, Failure, stops_for_input
+from .replay import Failure, stops_for_input
 from .rounds import RoundKeeper
+from .session import LegacySession
 from .signature import ValidationFailure
 from .subscriptions import (
     PROMPTS_LIST_CHANGED,
@@ -109,6 +118,7 @@ class Server:
             "completion/complete": self._complete,
             "subscriptions/listen": self._listen,
         }
+        self._legacy = LegacyMethods(self, self._methods)
         self._subscriptions = SubscriptionHub()
 
     # --- registration ----------------------------------------------------------------------
@@ -249,23 +259,42 @@ class Server:
     # --- entry points for transports -----------------------------------------------------
 
     async def handle_message(
-        self, message: Any, notify: NotifySink | None = None, transport_info: Any = None
+        self,
+        message: Any,
+        notify: NotifySink | None = None,
+        transport_info: Any = None,
+        session: LegacySession | None = None,
     ) -> dict[str, Any] | None:
-        """Handle any decoded JSON-RPC message; returns the response, or None for a notification."""
+        """Handle any decoded JSON-RPC message; returns the response, or None for a notification.
+
+        `session` is the legacy session the message came on, when the transport keeps one
+        (see `handle_request`); its notifications (`notifications/initialized`, ...) are acted
+        on here. Cancellation is carried out by the transport, which owns the task running the
+        request, and so is a response: the transport hands it to `session.deliver`.
+        """
         try:
             kind = jsonrpc.classify(message)
         except McpError as exc:
             return jsonrpc.error_response(jsonrpc.readable_id(message), exc)
         if kind == "request":
-            return await self.handle_request(message, notify, transport_info)
-        # Notifications need no answer; cancellation is carried out by the transport, which
-        # owns the task running the request. A response is unexpected: servers send no requests.
+            return await self.handle_request(message, notify, transport_info, session)
+        if kind == "notification" and session is not None:
+            self._legacy.notification(message["method"], session)
         return None
 
     async def handle_request(
-        self, message: dict[str, Any], notify: NotifySink | None = None, transport_info: Any = None
+        self,
+        message: dict[str, Any],
+        notify: NotifySink | None = None,
+        transport_info: Any = None,
+        session: LegacySession | None = None,
     ) -> dict[str, Any]:
         """Handle one validated request and return its response.
+
+        With a `session` (made by a transport that keeps legacy sessions) a request without a
+        modern `_meta` protocol version is served with legacy semantics: `initialize`
+        negotiates the session, and the rest follows what it negotiated (`legacy.py`). Without
+        one, or with the legacy shim off, `initialize` is -32022 naming the modern versions.
 
         Never raises, whatever a handler does (its errors, exception groups, `BaseException`s
         are all answered), except for the cancellation of the task running it: a cancelled
@@ -277,13 +306,25 @@ class Server:
             params = message.get("params")
             if params is None:
                 params = {}
+            if session is not None and self.serves_legacy and not _modern(params):
+                result = await self._legacy.handle(
+                    request_id, method, params, notify, transport_info, session
+                )
+                return {"jsonrpc": "2.0", "id": request_id, "result": result}
             if method == "initialize":
-                # A legacy-era client: it has no way forward, so name what this server speaks.
-                raise McpError(
-                    METHOD_NOT_FOUND,
+                message_text = (
                     "initialize is not part of MCP 2026-07-28, which has no handshake; this "
-                    f"server supports protocol versions {', '.join(_SUPPORTED)}",
-                    {"supported": _SUPPORTED},
+                    f"endpoint supports protocol versions {', '.join(_SUPPORTED)}"
+                )
+                if _modern(params):
+                    # A modern request naming a removed method: unknown, like `ping`.
+                    raise McpError(METHOD_NOT_FOUND, message_text, {"supported": _SUPPORTED})
+                # A legacy-era client this endpoint cannot serve: it has no way forward, so
+                # name what this server speaks (the HTTP transport answers this with 400).
+                raise McpError(
+                    UNSUPPORTED_PROTOCOL_VERSION,
+                    message_text,
+                    {"supported": _SUPPORTED, "requested": _requested(params)},
                 )
             # The request's _meta is checked before its method, so that a request that is
             # malformed or of an unsupported version says so whatever it asks for.
@@ -364,6 +405,27 @@ class Server:
             raise invalid_params(
                 f"_meta[{meta_keys.PROGRESS_TOKEN!r}] must be a string or an integer"
             )
+
+    # --- legacy sessions -------------------------------------------------------------------
+
+    @property
+    def serves_legacy(self) -> bool:
+        """Whether `initialize`-based clients are served (`InputRequiredConfig.legacy_shim`)."""
+        return self.options.input_required.legacy_shim
+
+    def attach_session(self, session: LegacySession) -> None:
+        """Register a negotiated legacy session: list changes and resource updates reach it."""
+        self._subscriptions.attach(session)
+
+    def detach_session(self, session: LegacySession) -> None:
+        """Forget a legacy session (it ended)."""
+        self._subscriptions.detach(session)
+
+    def has_resource(self, uri: str) -> bool:
+        """Whether `uri` names a registered resource or matches a resource template."""
+        if uri in self._resources:
+            return True
+        return any(t.template is not None and t.template.match(uri) for t in self._templates)
 
     # --- discovery and lists ---------------------------------------------------------------
 
@@ -478,14 +540,14 @@ class Server:
         async def invoke(c: RequestContext) -> Any:
             return await entry.signature.call(dict(kwargs), c)
 
-        round_ = self._rounds.round(ctx, name, arguments)
-        # The engine sorts out how the run ended: protocol errors (a missing capability, a
-        # malformed answer) stay errors, and the tool's own errors come back as a Failure.
-        value = await round_.run(invoke)
-        if isinstance(value, Failure):
-            return tool_error(f"Error executing tool {name!r}: {value.describe()}")
-        # A run stopped at a question has no return value to render.
-        return round_.finish({} if value is STOPPED else entry.result(value))
+        def render(value: Any) -> Any:
+            # The engine sorts out how the run ended: protocol errors (a missing capability, a
+            # malformed answer) stay errors, and the tool's own errors come back as a Failure.
+            if isinstance(value, Failure):
+                return tool_error(f"Error executing tool {name!r}: {value.describe()}")
+            return entry.result(value)
+
+        return await self._rounds.round(ctx, name, arguments).complete(invoke, render)
 
     async def _get_prompt(self, ctx: RequestContext) -> dict[str, Any]:
         params = ctx.params
@@ -507,9 +569,7 @@ class Server:
             return await entry.signature.call(dict(kwargs), c)
 
         round_ = self._rounds.round(ctx, name, arguments)
-        value = await round_.run(invoke, what=f"prompt {name!r}")
-        # A run stopped at a question has no return value to render.
-        return round_.finish({} if value is STOPPED else entry.result(value))
+        return await round_.complete(invoke, entry.result, what=f"prompt {name!r}")
 
     async def _read_resource(self, ctx: RequestContext) -> dict[str, Any]:
         uri = ctx.params.get("uri")
@@ -535,9 +595,11 @@ class Server:
         async def invoke(c: RequestContext) -> Any:
             return await resolved.signature.call(dict(kwargs), c)
 
+        def render(value: Any) -> Any:
+            return resolved.result(uri, value)
+
         round_ = self._rounds.round(ctx, uri, None)
-        value = await round_.run(invoke, what=f"resource {uri!r}")
-        result = round_.finish({} if value is STOPPED else resolved.result(uri, value))
+        result = await round_.complete(invoke, render, what=f"resource {uri!r}")
         if result.get("resultType") != "input_required":
             result.setdefault("ttlMs", 0)
             result.setdefault("cacheScope", "private")
@@ -621,6 +683,20 @@ def _run_loop(main: Coroutine[Any, Any, None]) -> None:
     else:
         run = uvloop.run
     run(main)
+
+
+def _modern(params: dict[str, Any]) -> bool:
+    """Whether a request's `_meta` names a modern protocol version (served statelessly)."""
+    meta = params.get("_meta")
+    return (
+        isinstance(meta, dict)
+        and meta.get(meta_keys.PROTOCOL_VERSION) in SUPPORTED_PROTOCOL_VERSIONS
+    )
+
+
+def _requested(params: dict[str, Any]) -> Any:
+    """The version an `initialize` asked for, as it gave it (None if it gave none)."""
+    return params.get("protocolVersion")
 
 
 def _being_cancelled() -> bool:

@@ -14,18 +14,30 @@ the streams that opted in. Rules:
 4. A stream ends when its request is cancelled (on HTTP, the client closing the response
    stream) or when the server closes the hub; then the request gets its graceful result.
 5. Publishing never waits: it is safe from any code running on the server's event loop.
+6. Legacy sessions attached to the hub (`attach`) get the same changes as plain legacy
+   notifications (`notifications/tools/list_changed`, ...; `notifications/resources/updated`
+   for the URIs the session subscribed to with `resources/subscribe`), on the session's own
+   channel, once it sent `notifications/initialized`. Each send runs in a task of its own
+   (rule 5); a send that fails is logged and the session stays attached (the transport
+   detaches it when it ends).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..protocol import jsonrpc
 from ..protocol import meta as meta_keys
 from ..protocol.errors import INVALID_REQUEST, McpError, invalid_params
+
+if TYPE_CHECKING:
+    from .session import LegacySession
+
+logger = logging.getLogger("mrtr.server")
 
 TOOLS_LIST_CHANGED = "toolsListChanged"
 PROMPTS_LIST_CHANGED = "promptsListChanged"
@@ -116,9 +128,19 @@ class SubscriptionHub:
 
     def __init__(self) -> None:
         self._streams: set[_Stream] = set()
+        self._sessions: set[LegacySession] = set()
+        self._sending: set[asyncio.Future[None]] = set()
 
     def __len__(self) -> int:
         return len(self._streams)
+
+    def attach(self, session: LegacySession) -> None:
+        """Let a legacy session receive changes (rule 6)."""
+        self._sessions.add(session)
+
+    def detach(self, session: LegacySession) -> None:
+        """Stop sending changes to a legacy session."""
+        self._sessions.discard(session)
 
     def list_changed(self, kind: str) -> None:
         """Announce that a list changed: `kind` is `toolsListChanged`, `promptsListChanged` or
@@ -127,12 +149,36 @@ class SubscriptionHub:
         for stream in self._streams:
             if kind in stream.filter.lists:
                 stream.offer(kind, method)
+        if self._sessions:
+            self._to_sessions(jsonrpc.notification(method), None)
 
     def resource_updated(self, uri: str) -> None:
         """Announce that the resource at `uri` changed."""
         for stream in self._streams:
             if uri in stream.filter.resources:
                 stream.offer("updated:" + uri, RESOURCE_UPDATED, {"uri": uri})
+        if self._sessions:
+            self._to_sessions(jsonrpc.notification(RESOURCE_UPDATED, {"uri": uri}), uri)
+
+    def _to_sessions(self, message: dict[str, Any], uri: str | None) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # not serving: no session can be listening
+        for session in self._sessions:
+            send = session.send
+            if send is None or session.closed or not session.initialized:
+                continue
+            if uri is not None and uri not in session.subscriptions:
+                continue
+            task = asyncio.ensure_future(send(message), loop=loop)
+            self._sending.add(task)
+            task.add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Future[None]) -> None:
+        self._sending.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("could not send a change to a legacy session: %s", task.exception())
 
     def close(self) -> None:
         """End every open stream gracefully (each listen request gets its result)."""

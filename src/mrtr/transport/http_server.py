@@ -1,4 +1,12 @@
-"""Streamable HTTP (MCP 2026-07-28), server side: a plain ASGI app, and `serve_http`.
+"""Streamable HTTP, server side: a plain ASGI app, and `serve_http`.
+
+One endpoint serves both protocol eras, told apart by how the client opens: a POST carrying
+`Mcp-Session-Id`, a `GET`/`DELETE` carrying it, or a POST of `initialize` whose params carry no
+modern `_meta` protocol version (whatever its headers) is a legacy (2025-11-25 and earlier)
+client, served with sessions by `http_legacy.py`; everything else is 2026-07-28, served
+statelessly as below. (Without the legacy shim, `InputRequiredConfig.legacy_shim`, such an
+`initialize` is answered 400 with -32022 naming the versions served, and a session id is
+ignored.)
 
 Each POST carries one JSON-RPC message. A request is answered with one JSON object, unless its
 handler sends a notification first (progress for a request with a `progressToken`, log
@@ -43,16 +51,13 @@ from ..protocol import meta as meta_keys
 from ..protocol.errors import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
-    INVALID_PARAMS,
     INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
     PARSE_ERROR,
-    UNSUPPORTED_PROTOCOL_VERSION,
     McpError,
 )
 from . import headers as mcp_headers
 from .http_guard import guarded_protocol
+from .http_legacy import LegacySessions, close_sse_stream
 from .http_limits import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
@@ -66,6 +71,7 @@ from .http_limits import (
     connection_cap,
     raise_open_files_limit,
 )
+from .http_responses import SSE_HEADERS, accepted, answer, plain, reject, send_json, status_of
 from .sse import KEEPALIVE, encode_event
 
 if TYPE_CHECKING:
@@ -80,26 +86,9 @@ Send = Callable[[Message], Awaitable[None]]
 
 _LOCAL_HOSTS = frozenset(("localhost", "127.0.0.1", "::1"))
 
-# The statuses the spec ties to JSON-RPC error codes; every other answer is 200.
-_ERROR_STATUS = {
-    PARSE_ERROR: 400,
-    INVALID_REQUEST: 400,
-    INVALID_PARAMS: 400,
-    HEADER_MISMATCH: 400,
-    MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
-    UNSUPPORTED_PROTOCOL_VERSION: 400,
-    METHOD_NOT_FOUND: 404,
-}
-_JSON = (b"content-type", b"application/json")
-_SSE_HEADERS = [
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache"),
-    # Reverse proxies must not buffer the stream (the spec's advice for nginx and the like).
-    (b"x-accel-buffering", b"no"),
-]
-_ACCEPTED = {"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]}
-_EMPTY_BODY = {"type": "http.response.body", "body": b"", "more_body": False}
 _NAME_FIELDS = mcp_headers.NAME_FIELDS
+_SESSION_ID = b"mcp-session-id"
+_METHOD = b"mcp-method"
 _CACHE_LIMIT = 256  # distinct Accept/Content-Type/Origin values remembered
 
 
@@ -164,7 +153,13 @@ class StreamableHTTPApp:
     this app holds at once, from the start of their reading to the end of their requests; a
     request that would go past it gets 503 with `Retry-After` (0 = no limit). It bounds the
     memory many concurrent large bodies take. `keepalive_interval`: seconds between SSE
-    comments on quiet `subscriptions/listen` streams (0 = none).
+    comments on quiet `subscriptions/listen` streams and legacy SSE streams (0 = none).
+
+    Legacy (`initialize`-based) sessions, served on the same endpoint (`http_legacy.py`):
+    `session_idle_timeout` seconds without use end one (0 = never); past `max_sessions` the
+    least recently used ends; `session_buffer_bytes` bounds the events each keeps for
+    redelivery; `sse_retry` is the seconds a client waits before it resumes a stream the server
+    ended early.
     """
 
     def __init__(
@@ -177,9 +172,22 @@ class StreamableHTTPApp:
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
         max_inflight_body_bytes: int = DEFAULT_MAX_INFLIGHT_BODY_BYTES,
         keepalive_interval: float = 15.0,
+        session_idle_timeout: float = 3600.0,
+        max_sessions: int = 1000,
+        session_buffer_bytes: int = 1024 * 1024,
+        sse_retry: float = 1.0,
     ) -> None:
         check_body_sizes(max_body_size, max_inflight_body_bytes)
         self.server = server
+        #: The legacy sessions of this endpoint.
+        self.sessions = LegacySessions(
+            server,
+            idle_timeout=session_idle_timeout,
+            max_sessions=max_sessions,
+            buffer_bytes=session_buffer_bytes,
+            retry=sse_retry,
+            keepalive_interval=keepalive_interval,
+        )
         self.path = path
         self.max_body_size = max_body_size
         self.max_inflight_body_bytes = max_inflight_body_bytes
@@ -211,18 +219,29 @@ class StreamableHTTPApp:
             if message["type"] == "lifespan.startup":
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                self.server.close_subscriptions()
+                self.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+    def close(self) -> None:
+        """End every open stream gracefully: `subscriptions/listen` ones get their result,
+        legacy sessions end (at shutdown)."""
+        self.server.close_subscriptions()
+        self.sessions.close()
 
     # --- one HTTP request ----------------------------------------------------------------
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.path is not None and self._route(scope) != self.path:
-            await _plain(send, 404, b"Not Found")
+            await plain(send, 404, b"Not Found")
             return
         if scope["method"] != "POST":
-            await _reject(
+            if scope["method"] in ("GET", "DELETE") and self.server.serves_legacy:
+                stream_headers: dict[bytes, bytes] = dict(scope["headers"])
+                if _SESSION_ID in stream_headers:
+                    await self._legacy_stream(scope, receive, send, stream_headers)
+                    return
+            await reject(
                 send,
                 405,
                 INVALID_REQUEST,
@@ -231,16 +250,13 @@ class StreamableHTTPApp:
             )
             return
         headers: dict[bytes, bytes] = dict(scope["headers"])
-        origin = headers.get(b"origin")
-        if origin is not None and not self._origin_allowed(origin):
-            await _reject(send, 403, INVALID_REQUEST, "Forbidden: this Origin is not allowed")
-            return
-        if self._hosts is not None and not self._host_allowed(headers.get(b"host")):
-            await _reject(send, 403, INVALID_REQUEST, "Forbidden: this Host is not allowed")
+        forbidden = self._forbidden(headers)
+        if forbidden is not None:
+            await reject(send, 403, INVALID_REQUEST, forbidden)
             return
         content_type = headers.get(b"content-type")
         if content_type is None or not self._is_json_type(content_type):
-            await _reject(
+            await reject(
                 send,
                 415,
                 INVALID_REQUEST,
@@ -250,7 +266,7 @@ class StreamableHTTPApp:
         accept = headers.get(b"accept")
         accept_json, accept_sse = (True, True) if accept is None else self._accepts(accept)
         if not accept_json:
-            await _reject(
+            await reject(
                 send,
                 406,
                 INVALID_REQUEST,
@@ -266,6 +282,30 @@ class StreamableHTTPApp:
         finally:
             self.inflight_body_bytes -= len(body)
 
+    def _forbidden(self, headers: dict[bytes, bytes]) -> str | None:
+        """Why a request is refused with 403 (its `Origin` or `Host`), or None."""
+        origin = headers.get(b"origin")
+        if origin is not None and not self._origin_allowed(origin):
+            return "Forbidden: this Origin is not allowed"
+        if self._hosts is not None and not self._host_allowed(headers.get(b"host")):
+            return "Forbidden: this Host is not allowed"
+        return None
+
+    async def _legacy_stream(
+        self, scope: Scope, receive: Receive, send: Send, headers: dict[bytes, bytes]
+    ) -> None:
+        """A GET or DELETE of a legacy session."""
+        forbidden = self._forbidden(headers)
+        if forbidden is not None:
+            await reject(send, 403, INVALID_REQUEST, forbidden)
+            return
+        if scope["method"] == "DELETE":
+            await self.sessions.delete(send, headers)
+            return
+        accept = headers.get(b"accept")
+        accept_sse = True if accept is None else self._accepts(accept)[1]
+        await self.sessions.get(receive, send, headers, accept_sse)
+
     async def _handle(
         self,
         scope: Scope,
@@ -278,20 +318,27 @@ class StreamableHTTPApp:
         try:
             message = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            await _reject(send, 400, PARSE_ERROR, f"Parse error: {exc}")
+            await reject(send, 400, PARSE_ERROR, f"Parse error: {exc}")
             return
         try:
             kind = jsonrpc.classify(message)
         except McpError as exc:
-            await _answer(send, 400, jsonrpc.error_response(jsonrpc.readable_id(message), exc))
+            await answer(send, 400, jsonrpc.error_response(jsonrpc.readable_id(message), exc))
+            return
+        # The era, by how the client opens (see the module docstring): a session id, or an
+        # `initialize` without a modern `_meta`, is a legacy client.
+        if _SESSION_ID in headers and self.server.serves_legacy:
+            await self.sessions.post(scope, receive, send, headers, message, kind, accept_sse)
             return
         if kind == "notification":
             # Nothing to act on over HTTP: closing a stream is how a request is cancelled.
-            await send(_ACCEPTED)
-            await send(_EMPTY_BODY)
+            await accepted(send)
+            return
+        if kind == "request" and message["method"] == "initialize" and not _modern(message):
+            await self.sessions.initialize(scope, send, message)
             return
         if kind == "response":
-            await _reject(
+            await reject(
                 send,
                 400,
                 INVALID_REQUEST,
@@ -301,11 +348,11 @@ class StreamableHTTPApp:
             return
         problem = self._check_headers(message, headers)
         if problem is not None:
-            await _answer(send, 400, jsonrpc.error_response(message["id"], problem))
+            await answer(send, 400, jsonrpc.error_response(message["id"], problem))
             return
         listen = message["method"] == "subscriptions/listen"
         if listen and not accept_sse:
-            await _reject(
+            await reject(
                 send,
                 406,
                 INVALID_REQUEST,
@@ -420,7 +467,7 @@ class StreamableHTTPApp:
 
     async def _busy(self, send: Send) -> None:
         logger.debug("503: %d body bytes already in flight", self.inflight_body_bytes)
-        await _reject(
+        await reject(
             send,
             503,
             INTERNAL_ERROR,
@@ -436,9 +483,14 @@ class StreamableHTTPApp:
     ) -> McpError | None:
         """Compare the request metadata headers with the body (see `headers.py`)."""
         method: str = message["method"]
-        raw = headers.get(b"mcp-method")
+        raw = headers.get(_METHOD)
         if raw is None:
-            return _mismatch(f"the Mcp-Method header is required (here {_show(method)})")
+            hint = (
+                "; a client of MCP 2025-11-25 or earlier sends initialize first"
+                if self.server.serves_legacy
+                else ""
+            )
+            return _mismatch(f"the Mcp-Method header is required (here {_show(method)}){hint}")
         value = raw.strip(b" \t").decode("latin-1")
         if value != method:
             return _mismatch(
@@ -564,6 +616,13 @@ class StreamableHTTPApp:
         return host in self._hosts or f"[{host}]" in self._hosts
 
 
+def _modern(message: dict[str, Any]) -> bool:
+    """Whether a request's params carry a modern `_meta` protocol version (of any value)."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and meta_keys.PROTOCOL_VERSION in meta
+
+
 def _remember(cache: dict[bytes, Any], key: bytes, value: Any) -> None:
     if len(cache) >= _CACHE_LIMIT:
         cache.clear()  # values come from clients: never let the cache grow without bound
@@ -638,7 +697,7 @@ class _Exchange:
             if not self.streaming:
                 self.streaming = True
                 await self.send(
-                    {"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS}
+                    {"type": "http.response.start", "status": 200, "headers": SSE_HEADERS}
                 )
                 if self.keepalive_interval > 0:
                     self.keepalive = asyncio.ensure_future(self._keep_alive())
@@ -672,40 +731,11 @@ class _Exchange:
                     {"type": "http.response.body", "body": encode_event(body), "more_body": False}
                 )
             return
-        error = response.get("error")
-        status = 200 if error is None else _ERROR_STATUS.get(error.get("code"), 200)
-        await _send_json(self.send, status, body)
-
-
-async def _send_json(
-    send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None
-) -> None:
-    headers = [_JSON, (b"content-length", b"%d" % len(body))]
-    if extra:
-        headers.extend(extra)
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
-async def _answer(send: Send, status: int, response: dict[str, Any]) -> None:
-    await _send_json(send, status, orjson.dumps(response))
-
-
-async def _reject(
-    send: Send,
-    status: int,
-    code: int,
-    message: str,
-    request_id: jsonrpc.RequestId | None = None,
-    extra: list[tuple[bytes, bytes]] | None = None,
-) -> None:
-    """Refuse a request at the HTTP level, with a JSON-RPC error saying why."""
-    body = orjson.dumps(jsonrpc.error_response(request_id, McpError(code, message)))
-    await _send_json(send, status, body, extra)
+        await send_json(self.send, status_of(response), body)
 
 
 async def _too_large(send: Send, limit: int) -> None:
-    await _reject(
+    await reject(
         send,
         413,
         INVALID_REQUEST,
@@ -713,33 +743,23 @@ async def _too_large(send: Send, limit: int) -> None:
     )
 
 
-async def _plain(send: Send, status: int, text: bytes) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"text/plain; charset=utf-8"),
-                (b"content-length", b"%d" % len(text)),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": text, "more_body": False})
-
-
 # --- running it --------------------------------------------------------------------------
 
 
 class _Uvicorn(uvicorn.Server):
-    """uvicorn's server, ending listen streams before it waits for connections to close (a
-    shutdown would otherwise wait on them for ever)."""
+    """uvicorn's server, ending listen streams and legacy sessions (their GET streams) before
+    it waits for connections to close (a shutdown would otherwise wait on them for ever)."""
 
     def __init__(self, config: uvicorn.Config, mcp_server: Server) -> None:
         super().__init__(config)
         self.mcp_server = mcp_server
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        self.mcp_server.close_subscriptions()
+        app = self.config.app
+        if isinstance(app, StreamableHTTPApp):
+            app.close()
+        else:
+            self.mcp_server.close_subscriptions()
         await super().shutdown(sockets)
 
 
@@ -759,6 +779,10 @@ async def serve_http(
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
     max_inflight_body_bytes: int = DEFAULT_MAX_INFLIGHT_BODY_BYTES,
+    session_idle_timeout: float = 3600.0,
+    max_sessions: int = 1000,
+    session_buffer_bytes: int = 1024 * 1024,
+    sse_retry: float = 1.0,
     **uvicorn_kwargs: Any,
 ) -> None:
     """Serve `server` over Streamable HTTP with uvicorn until stopped (Ctrl-C, SIGTERM).
@@ -769,11 +793,13 @@ async def serve_http(
     lowered if need be to stay clear of the process's open-files limit, whose soft value is
     first raised toward the hard one), `max_header_size` bytes of headers (431), and
     `max_inflight_body_bytes` of request bodies in progress at once (503 with `Retry-After`).
+    Legacy sessions: `session_idle_timeout`, `max_sessions`, `session_buffer_bytes` and
+    `sse_retry`, as `StreamableHTTPApp` takes them.
 
     uvicorn picks uvloop and httptools when they are installed. Other keyword arguments go to
     `uvicorn.Config` (access logging is off unless `access_log=True`; `http` may name "h11" or
-    "httptools"). At shutdown, open `subscriptions/listen` streams end gracefully before
-    connections are drained.
+    "httptools"). At shutdown, open `subscriptions/listen` streams and legacy sessions end
+    gracefully before connections are drained.
     """
     if "timeout_keep_alive" in uvicorn_kwargs:
         raise TypeError("serve_http: pass keep_alive=..., not timeout_keep_alive=...")
@@ -796,9 +822,16 @@ async def serve_http(
         max_body_size=max_body_size,
         max_inflight_body_bytes=limits.max_inflight_body_bytes,
         keepalive_interval=keepalive_interval,
+        session_idle_timeout=session_idle_timeout,
+        max_sessions=max_sessions,
+        session_buffer_bytes=session_buffer_bytes,
+        sse_retry=sse_retry,
     )
     uvicorn_kwargs.setdefault("access_log", False)
     uvicorn_kwargs["ws"] = "none"
     uvicorn_kwargs["http"] = guarded_protocol(limits, uvicorn_kwargs.get("http", "auto"))
     uvicorn_kwargs["timeout_keep_alive"] = limits.keep_alive
     await _Uvicorn(uvicorn.Config(app, host=host, port=port, **uvicorn_kwargs), server).serve()
+
+
+__all__ = ["StreamableHTTPApp", "close_sse_stream", "serve_http"]

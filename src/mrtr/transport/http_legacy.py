@@ -1,0 +1,542 @@
+"""Legacy Streamable HTTP on the server (MCP 2025-03-26 to 2025-11-25), on the endpoint that
+serves 2026-07-28 statelessly: sessions, the `GET` stream, resumable SSE.
+
+`StreamableHTTPApp` sends here what a legacy client sends (see its routing); everything else
+stays on the stateless path. Rules:
+
+1. A POST of `initialize` (without a modern `_meta`) opens a session: the server negotiates it
+   (`Server.handle_request` with a fresh `LegacySession`). A success is answered with a new
+   `Mcp-Session-Id`, and the session is kept (`MemorySessionStore`: idle expiry, a bound on
+   their number) and attached to the server, which then sends it list changes and resource
+   updates. An error is answered with its status (400 for -32022, which names the versions
+   this endpoint speaks), and nothing is kept.
+2. A message with `Mcp-Session-Id` belongs to that session: an unknown, ended or expired id is
+   404, with a JSON-RPC error saying to initialize again. `MCP-Protocol-Version`, when sent,
+   must be the negotiated version (400 otherwise); a request without it is served under the
+   negotiated version, the spec's "other way to identify the version" (it would otherwise
+   assume 2025-03-26).
+3. A POSTed request runs as a task of its session (at most `MAX_SESSION_REQUESTS` at once, each
+   id unique among those running). It is answered with JSON, unless a notification or a
+   server request (`elicitation/create`...) goes out first: then with an SSE stream whose
+   events all carry ids, opened by a priming event with `retry`. A dropped connection does not
+   cancel the request (the client sends `notifications/cancelled` for that): its events are
+   kept (`sse_events.py`) and the client resumes with `GET` + `Last-Event-ID`.
+4. POSTed notifications and responses are answered 202. A response goes to the server request
+   awaiting it; one that nothing awaits (late, duplicated, never asked for) is dropped.
+5. `GET` (which must accept `text/event-stream`): without `Last-Event-ID`, the session's own
+   stream, for what belongs to no request (what was sent while none was open comes first).
+   One at a time: a second is 409 Conflict, as no message may go out on two streams. With
+   `Last-Event-ID`: the rest of the stream that id names, taken over from the connection that
+   served it, if one still does; it ends after the request's response. An id this session
+   never sent, or whose events are no longer kept, is 400.
+6. `DELETE` ends the session (204): its requests are cancelled, what waits on the client fails,
+   its streams end. Expiry and eviction do the same.
+7. `close_sse_stream()` lets a handler end its request's connection early (SEP-1699 polling):
+   the client reconnects after `retry` and gets the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from ..protocol import jsonrpc
+from ..protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError
+from ..server.session import LegacySession, MemorySessionStore
+from .http_responses import (
+    SSE_HEADERS,
+    Message,
+    Send,
+    accepted,
+    answer,
+    reject,
+    send_json,
+    status_of,
+)
+from .sse import KEEPALIVE
+from .sse_events import EventLog, EventStream, ReplayGap, parse_event_id
+
+if TYPE_CHECKING:
+    from ..server.server import Server
+
+logger = logging.getLogger("mrtr.http")
+
+Receive = Callable[[], Awaitable[Message]]
+
+#: Requests of one session running at once; past it a POST is 429 (a client that drops its
+#: connections cannot pile up handlers, which outlive them here).
+MAX_SESSION_REQUESTS = 64
+_SESSION_HEADER = b"mcp-session-id"
+_MAX_ID_LENGTH = 256
+
+_current_stream: contextvars.ContextVar[EventStream | None] = contextvars.ContextVar(
+    "mrtr_legacy_stream", default=None
+)
+
+
+def close_sse_stream() -> bool:
+    """End the connection of the legacy HTTP request being handled, keeping its stream.
+
+    The client resumes the stream with `GET` + `Last-Event-ID` after the `retry` time and gets
+    everything sent after the cut, the response included (SEP-1699 polling). Call it from a
+    handler; it returns False, doing nothing, anywhere else (a 2026-07-28 request, stdio).
+    """
+    stream = _current_stream.get()
+    if stream is None or stream.finished:
+        return False
+    stream.release()
+    return True
+
+
+class _Channel:
+    """The transport side of one session: its streams and its running requests."""
+
+    __slots__ = ("ended", "log", "session", "tasks")
+
+    def __init__(self, session: LegacySession, buffer_bytes: int) -> None:
+        self.session = session
+        self.log = EventLog(buffer_bytes)
+        self.tasks: dict[jsonrpc.RequestId, asyncio.Task[None]] = {}
+        self.ended = False
+        session.send = self.send
+
+    async def send(self, message: dict[str, Any]) -> None:
+        """The session's own channel: the standalone (`GET`) stream."""
+        self.log.standalone.add(orjson.dumps(message))
+
+    def end(self) -> None:
+        self.ended = True
+        for task in list(self.tasks.values()):
+            task.cancel()
+        for stream in self.log.streams():
+            stream.changed.set()
+
+
+class _Store(MemorySessionStore):
+    """The session store, ending a session's transport side whenever a session goes (DELETE,
+    expiry, eviction past the bound)."""
+
+    def __init__(
+        self, idle_timeout: float, max_sessions: int, on_end: Callable[[LegacySession], None]
+    ) -> None:
+        super().__init__(idle_timeout, max_sessions)
+        self._on_end = on_end
+
+    def remove(self, session_id: str) -> LegacySession | None:
+        session = super().remove(session_id)
+        if session is not None:
+            self._on_end(session)
+        return session
+
+
+class LegacySessions:
+    """The legacy sessions of one endpoint (see the module rules)."""
+
+    def __init__(
+        self,
+        server: Server,
+        *,
+        idle_timeout: float = 3600.0,
+        max_sessions: int = 1000,
+        buffer_bytes: int = 1024 * 1024,
+        retry: float = 1.0,
+        keepalive_interval: float = 15.0,
+    ) -> None:
+        if buffer_bytes < 1 or retry < 0:
+            raise ValueError("session_buffer_bytes must be >= 1 and sse_retry >= 0")
+        self.server = server
+        self.store = _Store(idle_timeout, max_sessions, self._ended)
+        self.buffer_bytes = buffer_bytes
+        self.retry_ms = round(retry * 1000)
+        self.keepalive_interval = keepalive_interval
+        self._channels: dict[str, _Channel] = {}
+
+    def _ended(self, session: LegacySession) -> None:
+        channel = self._channels.pop(session.id, None)
+        if channel is not None:
+            channel.end()
+        self.server.detach_session(session)
+
+    def close(self) -> None:
+        """End every session (at shutdown): their streams end, their requests are cancelled."""
+        for session in self.store.sessions():
+            self.store.remove(session.id)
+
+    # --- opening a session (rule 1) ---------------------------------------------------------
+
+    async def initialize(self, scope: Any, send: Send, message: dict[str, Any]) -> None:
+        """Answer a POSTed `initialize` without a session id."""
+        session = LegacySession()
+        channel = _Channel(session, self.buffer_bytes)
+        response = await self.server.handle_request(message, None, scope, session)
+        if "error" in response:
+            await answer(send, status_of(response), response)
+            return
+        self._channels[session.id] = channel
+        self.store.add(session)
+        self.server.attach_session(session)
+        await send_json(
+            send, 200, orjson.dumps(response), [(_SESSION_HEADER, session.id.encode("ascii"))]
+        )
+
+    # --- finding the session (rule 2) -------------------------------------------------------
+
+    async def _find(
+        self, send: Send, headers: dict[bytes, bytes], request_id: jsonrpc.RequestId | None
+    ) -> _Channel | None:
+        raw = headers[_SESSION_HEADER]
+        session_id = raw.decode("latin-1").strip() if len(raw) <= _MAX_ID_LENGTH else ""
+        session = self.store.get(session_id) if session_id else None
+        channel = None if session is None else self._channels.get(session.id)
+        if session is None or channel is None:
+            await reject(
+                send,
+                404,
+                INVALID_REQUEST,
+                "Session not found: this Mcp-Session-Id is unknown, ended or expired; send "
+                "initialize (without Mcp-Session-Id) to start a new session",
+                request_id,
+            )
+            return None
+        version = headers.get(b"mcp-protocol-version")
+        if version is not None:
+            value = version.strip(b" \t").decode("latin-1")
+            if value != session.protocol_version:
+                await reject(
+                    send,
+                    400,
+                    INVALID_REQUEST,
+                    f"Bad Request: MCP-Protocol-Version {value[:40]!r} is not the version this "
+                    f"session negotiated ({session.protocol_version}); send that one",
+                    request_id,
+                )
+                return None
+        return channel
+
+    # --- POST (rules 3 and 4) ---------------------------------------------------------------
+
+    async def post(
+        self,
+        scope: Any,
+        receive: Receive,
+        send: Send,
+        headers: dict[bytes, bytes],
+        message: dict[str, Any],
+        kind: str,
+        accept_sse: bool,
+    ) -> None:
+        """Serve one POSTed message that carries `Mcp-Session-Id`."""
+        request_id = message.get("id") if kind == "request" else None
+        channel = await self._find(send, headers, request_id)
+        if channel is None:
+            return
+        session = channel.session
+        if kind == "response":
+            if not session.deliver(message):
+                logger.debug("ignored a response to no pending request (id %r)", message["id"])
+            await accepted(send)
+            return
+        if kind == "notification":
+            if message["method"] == "notifications/cancelled":
+                _cancel(channel, message.get("params"))
+            else:
+                await self.server.handle_message(message, None, scope, session)
+            await accepted(send)
+            return
+        await self._request(scope, receive, send, channel, message, accept_sse)
+
+    async def _request(
+        self,
+        scope: Any,
+        receive: Receive,
+        send: Send,
+        channel: _Channel,
+        message: dict[str, Any],
+        accept_sse: bool,
+    ) -> None:
+        request_id = message["id"]
+        if request_id in channel.tasks:
+            await reject(
+                send,
+                400,
+                INVALID_REQUEST,
+                f"Invalid Request: id {request_id!r} is already in use by a request of this "
+                "session that is still running",
+                request_id,
+            )
+            return
+        if len(channel.tasks) >= MAX_SESSION_REQUESTS:
+            await reject(
+                send,
+                429,
+                INVALID_REQUEST,
+                f"Too Many Requests: this session already has {MAX_SESSION_REQUESTS} requests "
+                "in progress; wait for one to finish",
+                request_id,
+                [(b"retry-after", b"1")],
+            )
+            return
+        stream = channel.log.open()
+        task = asyncio.ensure_future(self._run(channel, stream, message, scope, accept_sse))
+        channel.tasks[request_id] = task
+        task.add_done_callback(functools.partial(_forget, channel, request_id))
+        await self._pump(send, receive, channel, stream, 0, opened=False, can_stream=accept_sse)
+
+    async def _run(
+        self,
+        channel: _Channel,
+        stream: EventStream,
+        message: dict[str, Any],
+        scope: Any,
+        accept_sse: bool,
+    ) -> None:
+        _current_stream.set(stream)
+        standalone = channel.log.standalone
+
+        async def notify(outgoing: dict[str, Any]) -> None:
+            if accept_sse:
+                stream.add(orjson.dumps(outgoing))
+            elif "id" in outgoing:
+                # A client that takes no stream here still gets the server's requests: on its
+                # own stream. Notifications about this request have nowhere to go.
+                standalone.add(orjson.dumps(outgoing))
+
+        try:
+            response = await self.server.handle_request(message, notify, scope, channel.session)
+        except asyncio.CancelledError:
+            stream.finish()  # cancelled: no response (the client said so, or the session ended)
+            raise
+        stream.add(orjson.dumps(response), final=True)
+
+    # --- GET (rule 5) -----------------------------------------------------------------------
+
+    async def get(
+        self, receive: Receive, send: Send, headers: dict[bytes, bytes], accept_sse: bool
+    ) -> None:
+        """Serve a `GET` that carries `Mcp-Session-Id`."""
+        channel = await self._find(send, headers, None)
+        if channel is None:
+            return
+        if not accept_sse:
+            await reject(
+                send,
+                406,
+                INVALID_REQUEST,
+                "Not Acceptable: a GET opens a text/event-stream, which the Accept header does "
+                "not allow",
+            )
+            return
+        raw = headers.get(b"last-event-id")
+        if raw is None:
+            stream = channel.log.standalone
+            if stream.owner is not None:
+                await reject(
+                    send,
+                    409,
+                    INVALID_REQUEST,
+                    "Conflict: this session's GET stream is already open (one at a time); to "
+                    "resume a stream, send Last-Event-ID",
+                )
+                return
+            cursor = max(stream.delivered, stream.dropped)
+        else:
+            last = raw.decode("latin-1").strip()
+            found = parse_event_id(last)
+            stream_ = None if found is None else channel.log.get(found[0])
+            problem = None
+            if found is None or stream_ is None or found[1] > stream_.last:
+                problem = "names no event of a stream this session still keeps"
+            elif found[1] < stream_.dropped:
+                problem = "is older than the events this session still keeps of that stream"
+            if problem is not None or stream_ is None or found is None:
+                await reject(
+                    send,
+                    400,
+                    INVALID_REQUEST,
+                    f"Bad Request: Last-Event-ID {last[:40]!r} {problem}; its messages cannot "
+                    "be replayed",
+                )
+                return
+            stream, cursor = stream_, found[1]
+        await self._pump(send, receive, channel, stream, cursor, opened=True, can_stream=True)
+
+    # --- DELETE (rule 6) --------------------------------------------------------------------
+
+    async def delete(self, send: Send, headers: dict[bytes, bytes]) -> None:
+        """End the session `Mcp-Session-Id` names."""
+        channel = await self._find(send, headers, None)
+        if channel is None:
+            return
+        self.store.remove(channel.session.id)
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    # --- writing a stream to a connection ---------------------------------------------------
+
+    async def _pump(
+        self,
+        send: Send,
+        receive: Receive,
+        channel: _Channel,
+        stream: EventStream,
+        cursor: int,
+        *,
+        opened: bool,
+        can_stream: bool,
+    ) -> None:
+        """Write `stream` after event `cursor` to this connection until the stream ends, the
+        handler lets the connection go, another connection takes the stream over, the session
+        ends or the client goes away.
+
+        `opened`: start the SSE stream at once (a GET); otherwise (a POST) wait for the first
+        event, and answer JSON if the response comes first.
+        """
+        token = object()
+        if stream.owner is not None:
+            stream.changed.set()  # the connection serving it now sees it was taken over
+        stream.owner = token
+        gone = asyncio.ensure_future(_disconnect(receive))
+        streaming = False
+        try:
+            if opened:
+                await self._open_stream(send, stream, cursor)
+                streaming = True
+            while True:
+                stream.changed.clear()
+                if stream.owner is not token:
+                    break
+                if channel.ended:
+                    if not streaming:
+                        await _session_ended(send)
+                        return
+                    break
+                try:
+                    events = stream.after(cursor)
+                except ReplayGap:
+                    logger.warning("a slow client lost events of stream %d", stream.id)
+                    break
+                if not streaming:
+                    if stream.finished and all(n == stream.final for n, _ in events):
+                        await _json_answer(send, events)
+                        return
+                    if not can_stream:
+                        stream.release_requested = False
+                    elif events or stream.release_requested:
+                        await self._open_stream(send, stream, cursor)
+                        streaming = True
+                for number, data in events:
+                    frame = stream.frame(number, data)
+                    await send({"type": "http.response.body", "body": frame, "more_body": True})
+                    cursor = number
+                if events:
+                    stream.delivered = max(stream.delivered, cursor)
+                if stream.finished and cursor >= stream.last:
+                    break
+                if stream.release_requested and streaming:
+                    stream.release_requested = False
+                    break
+                if events:
+                    continue  # more may have come while this connection was written to
+                if await self._wait(stream, gone, send if streaming else None, channel):
+                    return  # the client went away
+            if streaming:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            else:
+                await reject(
+                    send,
+                    409,
+                    INVALID_REQUEST,
+                    "Conflict: this request's stream was resumed on another connection (GET "
+                    "with Last-Event-ID), where its answer goes",
+                )
+        finally:
+            gone.cancel()
+            if stream.owner is token:
+                stream.owner = None
+
+    async def _open_stream(self, send: Send, stream: EventStream, cursor: int) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        priming = stream.priming(cursor, self.retry_ms)
+        await send({"type": "http.response.body", "body": priming, "more_body": True})
+
+    async def _wait(
+        self,
+        stream: EventStream,
+        gone: asyncio.Future[None],
+        send: Send | None,
+        channel: _Channel,
+    ) -> bool:
+        """Wait for news on `stream`; True if the client went away instead. A quiet stream
+        gets a keep-alive comment now and then, and its session counts as in use."""
+        changed = asyncio.ensure_future(stream.changed.wait())
+        try:
+            while True:
+                timeout = self.keepalive_interval or None
+                done, _ = await asyncio.wait(
+                    (changed, gone), timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                )
+                if gone in done:
+                    return True
+                if changed in done:
+                    return False
+                channel.session.touch()
+                if send is not None:
+                    await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+        finally:
+            changed.cancel()
+
+
+def _forget(channel: _Channel, request_id: jsonrpc.RequestId, task: asyncio.Task[None]) -> None:
+    if channel.tasks.get(request_id) is task:
+        del channel.tasks[request_id]
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("a legacy request task failed", exc_info=task.exception())
+
+
+def _cancel(channel: _Channel, params: Any) -> None:
+    request_id = params.get("requestId") if isinstance(params, dict) else None
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        return  # malformed cancellations are ignored (an unhashable id must not raise)
+    task = channel.tasks.get(request_id)
+    if task is not None:
+        logger.debug("cancelling request %r: %s", request_id, params.get("reason"))
+        task.cancel()
+
+
+async def _disconnect(receive: Receive) -> None:
+    """Resolve when the client goes away (what else arrives is ignored, a bounded number of
+    times: a GET's empty body, say)."""
+    for _ in range(16):
+        if (await receive())["type"] == "http.disconnect":
+            return
+    await asyncio.Event().wait()  # a client that keeps sending is not watched any further
+
+
+async def _json_answer(send: Send, events: list[tuple[int, bytes]]) -> None:
+    if not events:
+        # Cancelled before anything went out: the client asked for it, so it expects nothing;
+        # the connection still needs an answer.
+        error = McpError(INTERNAL_ERROR, "Request cancelled before it was answered")
+        await answer(send, 200, jsonrpc.error_response(None, error))
+        return
+    data = events[0][1]
+    await send_json(send, status_of(orjson.loads(data)), data)
+
+
+async def _session_ended(send: Send) -> None:
+    await reject(
+        send,
+        404,
+        INVALID_REQUEST,
+        "Session ended before the request was answered; send initialize (without "
+        "Mcp-Session-Id) to start a new session",
+    )
+
+
+__all__ = ["MAX_SESSION_REQUESTS", "LegacySessions", "close_sse_stream"]

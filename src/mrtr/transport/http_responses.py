@@ -1,0 +1,123 @@
+"""The HTTP answers of the Streamable HTTP endpoint, shared by its modern and legacy paths.
+
+Every refusal carries a JSON-RPC error saying why; errors from the dispatcher get the status the
+spec ties to their code (`ERROR_STATUS`), anything else 200.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import orjson
+
+from ..protocol import jsonrpc
+from ..protocol.errors import (
+    HEADER_MISMATCH,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    McpError,
+)
+
+Message = MutableMapping[str, Any]
+Send = Callable[[Message], Awaitable[None]]
+Headers = list[tuple[bytes, bytes]]
+
+#: The statuses the spec ties to JSON-RPC error codes; every other answer is 200.
+ERROR_STATUS = {
+    PARSE_ERROR: 400,
+    INVALID_REQUEST: 400,
+    INVALID_PARAMS: 400,
+    HEADER_MISMATCH: 400,
+    MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
+    UNSUPPORTED_PROTOCOL_VERSION: 400,
+    METHOD_NOT_FOUND: 404,
+}
+JSON_TYPE = (b"content-type", b"application/json")
+SSE_HEADERS: Headers = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    # Reverse proxies must not buffer the stream (the spec's advice for nginx and the like).
+    (b"x-accel-buffering", b"no"),
+]
+ACCEPTED: Message = {
+    "type": "http.response.start",
+    "status": 202,
+    "headers": [(b"content-length", b"0")],
+}
+EMPTY_BODY: Message = {"type": "http.response.body", "body": b"", "more_body": False}
+
+
+def status_of(response: dict[str, Any]) -> int:
+    """The HTTP status of a JSON answer carrying `response`."""
+    error = response.get("error")
+    return 200 if error is None else ERROR_STATUS.get(error.get("code"), 200)
+
+
+async def send_json(send: Send, status: int, body: bytes, extra: Headers | None = None) -> None:
+    """Answer `body` (JSON) with `status`, plus `extra` headers."""
+    headers = [JSON_TYPE, (b"content-length", b"%d" % len(body))]
+    if extra:
+        headers.extend(extra)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def answer(send: Send, status: int, response: dict[str, Any]) -> None:
+    """Answer a JSON-RPC message with `status`."""
+    await send_json(send, status, orjson.dumps(response))
+
+
+async def reject(
+    send: Send,
+    status: int,
+    code: int,
+    message: str,
+    request_id: jsonrpc.RequestId | None = None,
+    extra: Headers | None = None,
+) -> None:
+    """Refuse a request at the HTTP level, with a JSON-RPC error saying why."""
+    body = orjson.dumps(jsonrpc.error_response(request_id, McpError(code, message)))
+    await send_json(send, status, body, extra)
+
+
+async def accepted(send: Send, extra: Headers | None = None) -> None:
+    """202 Accepted, no body (a notification or a response was taken)."""
+    if extra:
+        await send({**ACCEPTED, "headers": [*ACCEPTED["headers"], *extra]})
+    else:
+        await send(ACCEPTED)
+    await send(EMPTY_BODY)
+
+
+async def plain(send: Send, status: int, text: bytes) -> None:
+    """A plain-text answer (for what is not the MCP endpoint at all)."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", b"%d" % len(text)),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": text, "more_body": False})
+
+
+__all__ = [
+    "ACCEPTED",
+    "EMPTY_BODY",
+    "ERROR_STATUS",
+    "SSE_HEADERS",
+    "accepted",
+    "answer",
+    "plain",
+    "reject",
+    "send_json",
+    "status_of",
+]
