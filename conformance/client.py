@@ -3,7 +3,11 @@
     MCP_CONFORMANCE_SCENARIO=tools_call python conformance/client.py http://127.0.0.1:P/mcp
 
 The suite passes the scenario's server URL as the last argument, the scenario's name in
-`MCP_CONFORMANCE_SCENARIO` and, for some scenarios, JSON context in `MCP_CONFORMANCE_CONTEXT`.
+`MCP_CONFORMANCE_SCENARIO`, the protocol revision under test in
+`MCP_CONFORMANCE_PROTOCOL_VERSION` and, for some scenarios, JSON context in
+`MCP_CONFORMANCE_CONTEXT`. Under an `initialize`-based revision (2025-xx) the client opens a
+legacy session from the start: those scenario servers answer any request, so a 2026-07-28
+request could not tell their era.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 from mrtr import (
     Client,
+    ClientOptions,
     CreateMessageRequestParams,
     CreateMessageResult,
     ElicitRequestParams,
@@ -32,12 +37,20 @@ logger = logging.getLogger("conformance.client")
 
 
 def accept(params: ElicitRequestParams) -> ElicitResult:
-    """Answers every question the way a consenting user would."""
+    """Answers every question the way a consenting user would: taking each field's default
+    when the schema offers one (SEP-1034), else the first allowed value, else a plain one."""
     properties = (params.requested_schema or {}).get("properties", {})
     content: dict[str, Any] = {}
     for name, schema in properties.items():
         kind = schema.get("type")
-        content[name] = True if kind == "boolean" else 1 if kind in ("integer", "number") else "ok"
+        if "default" in schema:
+            content[name] = schema["default"]
+        elif schema.get("enum"):
+            content[name] = schema["enum"][0]
+        else:
+            content[name] = (
+                True if kind == "boolean" else 1 if kind in ("integer", "number") else "ok"
+            )
     return ElicitResult(action="accept", content=content)
 
 
@@ -51,13 +64,39 @@ def roots(params: ListRootsRequestParams) -> ListRootsResult:
     return ListRootsResult(roots=[Root(uri="file:///conformance", name="conformance")])
 
 
-def connect(url: str) -> Client:
+def connect(url: str, version: str) -> Client:
+    legacy = bool(version) and version < "2026"  # revisions are dates
     return Client.http(
         url,
+        options=ClientOptions(protocol="legacy" if legacy else "auto"),
         elicitation_handler=accept,
         sampling_handler=sample,
         roots_handler=roots,
     )
+
+
+async def initialize(client: Client, context: dict[str, Any]) -> None:
+    # The session opens with the first request.
+    await client.list_tools()
+
+
+async def elicitation_defaults(client: Client, context: dict[str, Any]) -> None:
+    await client.list_tools()
+    result = await client.call_tool("test_client_elicitation_defaults", {})
+    logger.info("test_client_elicitation_defaults -> %s", result.content)
+
+
+async def sse_retry(client: Client, context: dict[str, Any]) -> None:
+    # The server ends the call's stream after its priming event; the client resumes it.
+    await client.list_tools()
+    result = await client.call_tool("test_reconnection", {})
+    logger.info("test_reconnection -> %s", result.content)
+
+
+async def schema_preservation(client: Client, context: dict[str, Any]) -> None:
+    tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    schema = tools["json_schema_2020_12_tool"].input_schema
+    await client.call_tool("json_schema_echo", {"schema": schema})
 
 
 async def tools_call(client: Client, context: dict[str, Any]) -> None:
@@ -112,7 +151,11 @@ async def schema_ref_no_deref(client: Client, context: dict[str, Any]) -> None:
 
 
 SCENARIOS: dict[str, Callable[[Client, dict[str, Any]], Awaitable[None]]] = {
+    "initialize": initialize,
     "tools_call": tools_call,
+    "elicitation-sep1034-client-defaults": elicitation_defaults,
+    "sse-retry": sse_retry,
+    "json-schema-2020-12-preservation": schema_preservation,
     "request-metadata": request_metadata,
     "sep-2322-client-request-state": request_state,
     "http-standard-headers": standard_headers,
@@ -122,8 +165,8 @@ SCENARIOS: dict[str, Callable[[Client, dict[str, Any]], Awaitable[None]]] = {
 }
 
 
-async def run(scenario: str, url: str, context: dict[str, Any]) -> None:
-    async with connect(url) as client:
+async def run(scenario: str, url: str, context: dict[str, Any], version: str) -> None:
+    async with connect(url, version) as client:
         await SCENARIOS[scenario](client, context)
 
 
@@ -138,7 +181,8 @@ def main() -> int:
         )
         return 2
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
-    asyncio.run(run(scenario, sys.argv[-1], context))
+    version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "")
+    asyncio.run(run(scenario, sys.argv[-1], context, version))
     return 0
 
 

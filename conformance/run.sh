@@ -6,11 +6,13 @@
 #   conformance/run.sh client     # only the client leg (conformance/client.py)
 #
 # Server leg: starts `python conformance/server.py --port P` (Streamable HTTP at
-# http://127.0.0.1:P/mcp) and runs `conformance server --requirements 2026-07-28`.
+# http://127.0.0.1:P/mcp) and runs `conformance server --requirements 2026-07-28`,
+# then `--requirements 2025-11-25` against the same process (legacy sessions).
 # Client leg: runs every non-auth client scenario of the 2026-07-28 requirement
-# set with `python conformance/client.py <server-url>`; the suite passes the
-# scenario name in MCP_CONFORMANCE_SCENARIO (and scenario data, when it has any,
-# as JSON in MCP_CONFORMANCE_CONTEXT).
+# set, then of the 2025-11-25 one (a legacy, initialize-based server), with
+# `python conformance/client.py <server-url>`; the suite passes the scenario name
+# in MCP_CONFORMANCE_SCENARIO, the revision in MCP_CONFORMANCE_PROTOCOL_VERSION
+# (and scenario data, when it has any, as JSON in MCP_CONFORMANCE_CONTEXT).
 #
 # Both legs judge results against conformance/expected-failures.yml. Exit status
 # is non-zero on any unexpected failure, on a baseline entry that now passes, or
@@ -178,11 +180,19 @@ run_server_leg() {
     return 1
   fi
 
+  # One server process serves both eras: the current requirement set, then the last
+  # initialize-based one (legacy sessions on the same endpoint). The summary counts the
+  # first; the second is judged by the suite's exit status, and its checks are left in
+  # results/server-2025-11-25.
   log "server leg: conformance server --requirements $REVISION against $url"
   rc=0
   suite server --url "$url" --requirements "$REVISION" \
     --expected-failures "$EXPECTED" --output-dir "$RESULTS/server" \
     2>&1 | tee "$RESULTS/server-leg.log" || rc=$?
+  log "server leg: conformance server --requirements 2025-11-25 against $url"
+  suite server --url "$url" --requirements 2025-11-25 \
+    --expected-failures "$EXPECTED" --output-dir "$RESULTS/server-2025-11-25" \
+    2>&1 | tee "$RESULTS/server-leg-2025-11-25.log" || rc=$?
 
   if ! kill -0 "$SERVER_PID" 2>/dev/null; then
     echo "conformance: the server died during the run; see ${RESULTS#"$ROOT"/}/server.log" >&2
@@ -192,10 +202,10 @@ run_server_leg() {
   return "$rc"
 }
 
-# Non-auth client scenarios of the requirement set, read from the suite's own
-# listing so a new pinned version brings its new scenarios along.
+# Non-auth client scenarios of a requirement set (default: $REVISION), read from
+# the suite's own listing so a new pinned version brings its new scenarios along.
 client_scenarios() {
-  suite list --requirements "$REVISION" | awk '
+  suite list --requirements "${1:-$REVISION}" | awk '
     /^Client scenarios/ { inside = 1; next }
     inside && /^[[:space:]]*$/ { exit }
     inside && /^[[:space:]]*- / { sub(/^[[:space:]]*- /, ""); if ($0 !~ /^auth\//) print }
@@ -207,30 +217,35 @@ in_baseline() {
   grep -Eq "^[[:space:]]*-[[:space:]]*[\"']?$1([:\"'[:space:]#]|\$)" "$EXPECTED"
 }
 
+# Both requirement sets: the current one, and the last initialize-based one, whose
+# scenario servers are legacy (sessions, server-to-client requests, resumable SSE).
+# Results of both go to one directory and are summed as the client leg.
 run_client_leg() {
-  local scenarios=() scenario rc failed=0
-  mapfile -t scenarios < <(client_scenarios)
-  ((${#scenarios[@]} > 0)) || die "found no client scenarios for $REVISION in the suite listing"
-  log "client leg: ${#scenarios[@]} scenarios: ${scenarios[*]}"
+  local scenarios=() scenario revision rc failed=0
   mkdir -p "$RESULTS/client"
-  for scenario in "${scenarios[@]}"; do
-    log "client scenario $scenario"
-    local scenario_log="$RESULTS/client-$scenario.log"
-    rc=0
-    # The suite splits --command on spaces and appends the scenario server's
-    # URL, so neither the interpreter nor the script path may contain spaces.
-    suite client --command "$PYTHON $CLIENT_SCRIPT" --scenario "$scenario" \
-      --spec-version "$REVISION" --expected-failures "$EXPECTED" \
-      --output-dir "$RESULTS/client" 2>&1 | tee "$scenario_log" || rc=$?
-    # With a baseline the suite judges only the checks, so a client that hangs
-    # or crashes after its requests passes silently. Count that as a failure
-    # unless the baseline already knows this scenario fails.
-    if ((rc == 0)) && grep -Eq 'CLIENT TIMED OUT|CLIENT EXITED WITH ERROR' "$scenario_log" &&
-      ! in_baseline "$scenario"; then
-      echo "conformance: client timed out or exited non-zero in $scenario" >&2
-      rc=1
-    fi
-    ((rc == 0)) || failed=1
+  for revision in "$REVISION" 2025-11-25; do
+    mapfile -t scenarios < <(client_scenarios "$revision")
+    ((${#scenarios[@]} > 0)) || die "found no client scenarios for $revision in the suite listing"
+    log "client leg ($revision): ${#scenarios[@]} scenarios: ${scenarios[*]}"
+    for scenario in "${scenarios[@]}"; do
+      log "client scenario $scenario ($revision)"
+      local scenario_log="$RESULTS/client-$revision-$scenario.log"
+      rc=0
+      # The suite splits --command on spaces and appends the scenario server's
+      # URL, so neither the interpreter nor the script path may contain spaces.
+      suite client --command "$PYTHON $CLIENT_SCRIPT" --scenario "$scenario" \
+        --spec-version "$revision" --expected-failures "$EXPECTED" \
+        --output-dir "$RESULTS/client" 2>&1 | tee "$scenario_log" || rc=$?
+      # With a baseline the suite judges only the checks, so a client that hangs
+      # or crashes after its requests passes silently. Count that as a failure
+      # unless the baseline already knows this scenario fails.
+      if ((rc == 0)) && grep -Eq 'CLIENT TIMED OUT|CLIENT EXITED WITH ERROR' "$scenario_log" &&
+        ! in_baseline "$scenario"; then
+        echo "conformance: client timed out or exited non-zero in $scenario ($revision)" >&2
+        rc=1
+      fi
+      ((rc == 0)) || failed=1
+    done
   done
   return "$failed"
 }

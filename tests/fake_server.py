@@ -5,8 +5,14 @@ the client sends (as the JSON that would have crossed the wire, with the monoton
 arrived) and answers each request with exactly the next scripted reply. A reply is a result
 object (sent as the response's `result`, untouched), an `Error`, `Raw(fields)` (a response
 with exactly those members beside `jsonrpc` and `id`, to play a server that breaks the
-protocol), `NEVER` (the request is never answered), `Delayed(seconds, reply)`, or a callable
-that computes the reply from the request.
+protocol), `NEVER` (the request is never answered), `Delayed(seconds, reply)`, `Raise(error)`
+(the transport raises `error` instead of answering, as an HTTP transport does for an expired
+session), or a callable that computes the reply from the request.
+
+Server-to-client requests (legacy sessions) are played with `server_request`, which hands one
+to the client's `on_request` and returns the client's response. `SessionFakeServer` also has
+the optional hooks of the transport contract (`start_legacy_session`, `end_legacy_session`,
+`era_probe`, `url`) and records their calls.
 
 Like the stream transports, cancelling the task awaiting `request` sends (here: records)
 `notifications/cancelled` for that request, so a test can see that the client cancelled rather
@@ -24,7 +30,8 @@ from typing import Any
 
 import orjson
 
-from mrtr.transport.base import NotificationHandler
+from mrtr.protocol.errors import McpError
+from mrtr.transport.base import NotificationHandler, RequestHandler
 
 
 class _Never:
@@ -58,6 +65,13 @@ class Delayed:
 
     seconds: float
     reply: Any
+
+
+@dataclass(frozen=True)
+class Raise:
+    """Scripted reply: the transport raises `error` rather than return a response."""
+
+    error: McpError
 
 
 class ScriptExhausted(AssertionError):
@@ -104,6 +118,7 @@ class FakeServer:
     connected: bool = False
     closed: bool = False
     on_notification: NotificationHandler | None = None
+    on_request: RequestHandler | None = None
 
     @property
     def requests(self) -> list[Received]:
@@ -125,9 +140,34 @@ class FakeServer:
 
     # --- ClientTransport ---------------------------------------------------------------------
 
-    async def connect(self, on_notification: NotificationHandler) -> None:
+    async def connect(
+        self, on_notification: NotificationHandler, on_request: RequestHandler | None = None
+    ) -> None:
         self.on_notification = on_notification
+        self.on_request = on_request
         self.connected = True
+
+    async def server_request(
+        self, method: str, params: dict[str, Any] | None = None, request_id: Any = "s-1"
+    ) -> dict[str, Any]:
+        """Send the client a request as a legacy server would; return its response (as the
+        bytes that would have crossed the wire decode)."""
+        assert self.on_request is not None, "the client gave no on_request"
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        response = await self.on_request(orjson.loads(orjson.dumps(message)))
+        return orjson.loads(orjson.dumps(response))  # type: ignore[no-any-return]
+
+    async def server_notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        """Send the client a notification."""
+        assert self.on_notification is not None
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        outcome = self.on_notification(message)
+        if inspect.isawaitable(outcome):
+            await outcome
 
     async def request(self, message: dict[str, Any]) -> dict[str, Any]:
         entry = self._record(message)
@@ -182,6 +222,8 @@ class FakeServer:
             break
         if reply is NEVER:
             await asyncio.Event().wait()  # cancelled by the client, or the test's guard
+        if isinstance(reply, Raise):
+            raise McpError(reply.error.code, reply.error.message, reply.error.data)
         if isinstance(reply, Raw):
             response: dict[str, Any] = {"jsonrpc": "2.0", "id": entry.id, **reply.fields}
         elif isinstance(reply, Error):
@@ -192,6 +234,37 @@ class FakeServer:
         else:
             response = {"jsonrpc": "2.0", "id": entry.id, "result": reply}
         return orjson.loads(orjson.dumps(response))  # type: ignore[no-any-return]
+
+
+@dataclass
+class SessionFakeServer(FakeServer):
+    """A `FakeServer` with the transport contract's optional hooks, recording their calls.
+
+    `era_probe="discover"` makes the client probe first (as over stdio); `url` makes its era
+    verdict cached per endpoint (as over HTTP).
+    """
+
+    era_probe: str = "inline"
+    url: str | None = None
+    sessions_started: list[str] = field(default_factory=list)
+    sessions_ended: int = 0
+
+    async def start_legacy_session(self, protocol_version: str) -> None:
+        self.sessions_started.append(protocol_version)
+
+    async def end_legacy_session(self) -> None:
+        self.sessions_ended += 1
+
+
+def initialize_result(
+    version: str = "2025-11-25", capabilities: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A legacy server's `initialize` result."""
+    return {
+        "protocolVersion": version,
+        "capabilities": capabilities if capabilities is not None else {"tools": {}},
+        "serverInfo": {"name": "legacy-fake", "version": "1.0"},
+    }
 
 
 def input_required(

@@ -489,7 +489,7 @@ async def test_only_reads_are_reissued_after_a_broken_stream(
 
 
 def test_local_codes_are_outside_the_jsonrpc_range_and_distinct() -> None:
-    assert len(LOCAL_CODES) == 9
+    assert len(LOCAL_CODES) == 10
     assert not any(code in JSONRPC_RESERVED for code in LOCAL_CODES)
     assert -32768 in JSONRPC_RESERVED and -32000 in JSONRPC_RESERVED
 
@@ -529,7 +529,8 @@ async def test_a_401_with_an_oauth_error_body_reports_the_status_and_challenge()
     assert "HTTP 401 Unauthorized" in error.message
     assert "invalid_token" in error.message
     assert f"WWW-Authenticate: {challenge}" in error.message
-    assert error.data == {"status": 401, "wwwAuthenticate": challenge}
+    body = '{"error":"invalid_token"}'
+    assert error.data == {"status": 401, "wwwAuthenticate": challenge, "body": body}
     assert "malformed" not in error.message
 
 

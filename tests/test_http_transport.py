@@ -937,7 +937,7 @@ async def test_http_error_without_jsonrpc_body_raises_with_the_status() -> None:
             await client.discover()
     assert raised.value.code == HTTP_ERROR
     assert "HTTP 502" in raised.value.message and "upstream down" in raised.value.message
-    assert raised.value.data == {"status": 502}
+    assert raised.value.data == {"status": 502, "body": "upstream down"}
 
 
 async def test_http_error_with_jsonrpc_body_raises_that_error() -> None:

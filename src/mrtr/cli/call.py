@@ -1,5 +1,9 @@
 """`mrtr call`: call one tool on a server and answer its questions at the terminal.
 
+The server may speak 2026-07-28 or an `initialize`-based revision: the client finds out, and
+the questions are asked the same way whether they come in MRTR rounds or as a legacy server's
+own requests.
+
 The server is an `http(s)://` URL (Streamable HTTP) or a command to spawn (stdio). Arguments
 are `key=value` words whose values are read as JSON when they parse (`n=3` is 3, `ok=true` is
 True, `tags=["a"]` a list) and as plain strings otherwise (`name=bob`).
@@ -103,24 +107,16 @@ class CallCommand:
         try:
             async with self.client(responder) as client:
                 result = await client.call_tool(self.tool, self.arguments)
-        except InputHandlerError as exc:
-            if isinstance(exc.__cause__, SamplingRefused):
-                print(f"mrtr call: stopped: {exc.__cause__}", file=err)
-            else:
-                print(f"mrtr call: error: {exc.message}", file=err)
-            return 1
         except McpError as exc:
-            if exc.code in LOCAL_CODES:  # found on this side (its message says it all)
-                print(f"mrtr call: error: {exc.message}", file=err)
+            if responder.refusal is not None:
+                print(f"mrtr call: stopped: {responder.refusal}", file=err)
                 return 1
-            print(f"mrtr call: error {exc.code}: {exc.message}", file=err)
-            if exc.data is not None:
-                print(f"  data: {json.dumps(exc.data, ensure_ascii=False)}", file=err)
-            if exc.code == MISSING_REQUIRED_CLIENT_CAPABILITY and "roots" in str(exc.data):
-                print("  hint: offer roots with --root PATH", file=err)
-            return 1
+            return self._report(exc, err)
         except OSError as exc:
             print(f"mrtr call: cannot reach the server ({self.server_label}): {exc}", file=err)
+            return 1
+        if responder.refusal is not None:  # a legacy server turned the refusal into a result
+            print(f"mrtr call: stopped: {responder.refusal}", file=err)
             return 1
         if self.raw_json:
             print(
@@ -131,6 +127,24 @@ class CallCommand:
             print(format_tool_result(result), file=out)
         out.flush()
         return 1 if result.is_error else 0
+
+    def _report(self, exc: McpError, err: TextIO) -> int:
+        """Print why the call failed; returns the exit status (1)."""
+        if isinstance(exc, InputHandlerError):
+            if isinstance(exc.__cause__, SamplingRefused):
+                print(f"mrtr call: stopped: {exc.__cause__}", file=err)
+            else:
+                print(f"mrtr call: error: {exc.message}", file=err)
+            return 1
+        if exc.code in LOCAL_CODES:  # found on this side (its message says it all)
+            print(f"mrtr call: error: {exc.message}", file=err)
+            return 1
+        print(f"mrtr call: error {exc.code}: {exc.message}", file=err)
+        if exc.data is not None:
+            print(f"  data: {json.dumps(exc.data, ensure_ascii=False)}", file=err)
+        if exc.code == MISSING_REQUIRED_CLIENT_CAPABILITY and "roots" in str(exc.data):
+            print("  hint: offer roots with --root PATH", file=err)
+        return 1
 
 
 __all__ = ["CallCommand", "forward_server_stderr", "is_url", "parse_arguments", "parse_headers"]

@@ -69,6 +69,9 @@ class TerminalResponder:
         self.console = console
         self.server_label = server_label
         self.roots = list(roots)
+        #: The sampling request the person refused, if any: a legacy server only hears that
+        #: the client failed, so the command looks here to say why it stopped.
+        self.refusal: SamplingRefused | None = None
         self._lock = asyncio.Lock()
 
     def client_handlers(self) -> dict[str, Any]:
@@ -92,7 +95,11 @@ class TerminalResponder:
     async def sample(self, params: CreateMessageRequestParams) -> CreateMessageResult:
         """The sampling handler."""
         async with self._lock:
-            return await run_blocking(lambda: self.answer_sampling(params))
+            try:
+                return await run_blocking(lambda: self.answer_sampling(params))
+            except SamplingRefused as refused:
+                self.refusal = refused
+                raise
 
     def list_roots(self, params: ListRootsRequestParams) -> ListRootsResult:
         """The roots handler: the `--root` paths, without asking."""

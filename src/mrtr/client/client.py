@@ -4,6 +4,12 @@
 `InputRequiredResult`, the loop resolves each input request through the registered handler
 (elicitation, sampling, roots), then retries the original request with a new id, the answers
 under the same keys, and `requestState` echoed byte for byte.
+
+The same calls work on a legacy (`initialize`-based) server: with `ClientOptions.protocol`
+`"auto"` (the default) the first exchange finds out the server's era (`era.py`), and on a
+legacy server the client opens a session (`legacy.py`) and answers the server's own
+`elicitation/create`, `sampling/createMessage` and `roots/list` requests through the same
+handlers (`input_handlers.py`).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import inspect
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -31,37 +37,51 @@ from ..inputs import (
 from ..protocol import jsonrpc
 from ..protocol import meta as meta_keys
 from ..protocol.errors import (
-    INPUT_HANDLER_FAILED,
-    JSONRPC_RESERVED,
+    CONNECTION_CLOSED,
+    HTTP_ERROR,
+    INTERNAL_ERROR,
     MAX_INPUT_REQUESTS_EXCEEDED,
     MAX_ROUNDS_EXCEEDED,
-    NO_INPUT_HANDLER,
     PROTOCOL_VIOLATION,
     REQUEST_TIMEOUT,
+    SESSION_EXPIRED,
     UNSUPPORTED_PROTOCOL_VERSION,
     McpError,
 )
 from ..protocol.types import (
     CallToolResult,
     CompleteResult,
-    CreateMessageRequestParams,
-    CreateMessageResult,
     DiscoverResult,
-    ElicitRequestParams,
-    ElicitResult,
     GetPromptResult,
     Implementation,
     ListPromptsResult,
     ListResourcesResult,
     ListResourceTemplatesResult,
-    ListRootsRequestParams,
-    ListRootsResult,
     ListToolsResult,
     ReadResourceResult,
 )
 from ..protocol.versions import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS
+from . import era as eras
+from .era import LEGACY, MODERN, Era
+from .input_handlers import (
+    ElicitationHandler,
+    InputHandlers,
+    RootsHandler,
+    SamplingHandler,
+)
+from .input_handlers import (
+    InputHandlerError as InputHandlerError,  # re-exported: applications import it from here
+)
+from .legacy import (
+    LegacyListener,
+    LegacySession,
+    accept_initialize,
+    honoured,
+    initialize_params,
+    legacy_meta,
+)
 from .options import ClientOptions, RoundInfo
-from .subscription import Subscription, run_stream
+from .subscription import ACKNOWLEDGED, Subscription, run_stream
 
 if TYPE_CHECKING:
     from ..server.server import Server
@@ -70,29 +90,19 @@ if TYPE_CHECKING:
 logger = logging.getLogger("mrtr.client")
 
 R = TypeVar("R", bound=BaseModel)
-ElicitationHandler = Callable[[ElicitRequestParams], "ElicitResult | Awaitable[ElicitResult]"]
-SamplingHandler = Callable[
-    [CreateMessageRequestParams], "CreateMessageResult | Awaitable[CreateMessageResult]"
-]
-RootsHandler = Callable[[ListRootsRequestParams], "ListRootsResult | Awaitable[ListRootsResult]"]
 ProgressCallback = Callable[[float, float | None, str | None], Any]
 LogHandler = Callable[[dict[str, Any]], Any]
 
-_PARAMS_MODELS: dict[str, type[BaseModel]] = {
-    ELICITATION_CREATE: ElicitRequestParams,
-    SAMPLING_CREATE_MESSAGE: CreateMessageRequestParams,
-    ROOTS_LIST: ListRootsRequestParams,
-}
-_RESULT_MODELS: dict[str, type[BaseModel]] = {
-    ELICITATION_CREATE: ElicitResult,
-    SAMPLING_CREATE_MESSAGE: CreateMessageResult,
-    ROOTS_LIST: ListRootsResult,
-}
-_HANDLER_NAMES = {
-    ELICITATION_CREATE: "elicitation",
-    SAMPLING_CREATE_MESSAGE: "sampling",
-    ROOTS_LIST: "roots",
-}
+_DISCOVER = "server/discover"
+#: Session-wide notifications of a legacy server that `client.listen` blocks receive.
+_LIST_CHANGES = frozenset(
+    {
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/resources/updated",
+    }
+)
 
 
 def _parse_result(method: str, model: type[R], result: Mapping[str, Any]) -> R:
@@ -128,6 +138,10 @@ class _FlowPosition:
         return error
 
 
+class _ProbeTimeout(Exception):
+    """The server did not answer the `server/discover` probe within `probe_timeout`."""
+
+
 class InputRequiredError(Exception):
     """With `auto_fulfill=False`: the server needs input; `result` says what it asked."""
 
@@ -135,15 +149,6 @@ class InputRequiredError(Exception):
         keys = ", ".join(result.input_requests or {}) or "none"
         super().__init__(f"the server needs input before it can complete (keys: {keys})")
         self.result = result
-
-
-class InputHandlerError(McpError):
-    """A registered input handler failed (or is missing) for one of the server's questions."""
-
-    def __init__(self, code: int, message: str, key: str, method: str) -> None:
-        super().__init__(code, message, {"key": key, "method": method})
-        self.key = key
-        self.method = method
 
 
 class Client:
@@ -161,17 +166,31 @@ class Client:
         sampling_handler: SamplingHandler | None = None,
         roots_handler: RootsHandler | None = None,
         log_handler: LogHandler | None = None,
+        log_level: str | None = None,
         protocol_version: str = LATEST_PROTOCOL_VERSION,
         capabilities: Mapping[str, Any] | None = None,
     ) -> None:
+        if log_level is not None and log_level not in meta_keys.LOG_LEVEL_RANK:
+            raise ValueError(
+                f"log_level must be one of {', '.join(meta_keys.LOG_LEVELS)}, not {log_level!r}"
+            )
         self.transport = transport
         self._extra_capabilities = dict(capabilities or {})
         self.options = options or ClientOptions()
         self.client_info = client_info or Implementation(name="mrtr-client", version="0.1.0")
         self._protocol_version = protocol_version
-        self._handlers: dict[str, Callable[[Any], Any]] = {}
-        self._elicitation_modes: tuple[str, ...] = ("form",)
+        self._inputs = InputHandlers()
         self._log_handler = log_handler
+        self._log_level = log_level
+        # The era: None until the first exchange settles it (see `_settle`).
+        self._era: Era | None = None
+        self._era_key = eras.endpoint_key(transport)
+        self._era_lock = asyncio.Lock()
+        self._legacy: LegacySession | None = None
+        self._legacy_generation = 0  # bumped by each initialize, so one expiry re-opens once
+        self._legacy_listeners: list[LegacyListener] = []
+        self._legacy_uri_counts: dict[str, int] = {}
+        self._server_requests: dict[Any, asyncio.Task[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
         self._progress: dict[str | int, ProgressCallback] = {}
         self._subscriptions: dict[jsonrpc.RequestId, Subscription] = {}
@@ -241,13 +260,25 @@ class Client:
     async def connect(self) -> None:
         """Open the transport (the context manager does this)."""
         if not self._connected:
-            await self.transport.connect(self._on_notification)
+            if _accepts_on_request(self.transport):
+                await self.transport.connect(self._on_notification, on_request=self._on_request)
+            else:  # a transport written before server requests existed
+                await self.transport.connect(self._on_notification)
             self._connected = True
 
     async def close(self) -> None:
-        """Close the transport (the context manager does this)."""
+        """Close the transport (the context manager does this), ending a legacy session."""
         if self._connected:
             self._connected = False
+            for task in list(self._server_requests.values()):
+                task.cancel()
+            end = getattr(self.transport, "end_legacy_session", None)
+            if self._legacy is not None and end is not None:
+                try:
+                    await end()
+                except Exception as exc:  # the session ends either way; the server may be gone
+                    logger.info("ending the legacy session failed: %s", exc)
+            self._legacy = None
             await self.transport.close()
 
     # --- handlers and capabilities -----------------------------------------------------------
@@ -256,21 +287,18 @@ class Client:
         self, fn: ElicitationHandler, *, modes: Sequence[str] = ("form",)
     ) -> None:
         """Answer `elicitation/create`; `modes` are the modes it handles (`form`, `url`)."""
-        bad = set(modes) - {"form", "url"} or (set() if modes else {"(none)"})
-        if bad:
-            raise ValueError(f"elicitation modes must be 'form' and/or 'url', not {sorted(bad)}")
-        self._handlers[ELICITATION_CREATE] = fn
-        self._elicitation_modes = tuple(modes)
+        self._inputs.set_elicitation_modes(modes)
+        self._inputs.set(ELICITATION_CREATE, fn)
         self._rebuild_meta()
 
     def set_sampling_handler(self, fn: SamplingHandler) -> None:
         """Answer `sampling/createMessage`."""
-        self._handlers[SAMPLING_CREATE_MESSAGE] = fn
+        self._inputs.set(SAMPLING_CREATE_MESSAGE, fn)
         self._rebuild_meta()
 
     def set_roots_handler(self, fn: RootsHandler) -> None:
         """Answer `roots/list`."""
-        self._handlers[ROOTS_LIST] = fn
+        self._inputs.set(ROOTS_LIST, fn)
         self._rebuild_meta()
 
     @property
@@ -278,20 +306,22 @@ class Client:
         """The `clientCapabilities` sent on every request: those the registered handlers
         declare, over the `capabilities=` given at construction (which is how an application
         that answers input requests itself, with `auto_fulfill=False`, declares what it can)."""
-        caps: dict[str, Any] = dict(self._extra_capabilities)
-        if ELICITATION_CREATE in self._handlers:
-            caps["elicitation"] = {mode: {} for mode in self._elicitation_modes}
-        if SAMPLING_CREATE_MESSAGE in self._handlers:
-            caps["sampling"] = {}
-        if ROOTS_LIST in self._handlers:
-            caps["roots"] = {}
-        return caps
+        return {**self._extra_capabilities, **self._inputs.capabilities(legacy=False)}
+
+    @property
+    def era(self) -> Era | None:
+        """`"modern"` (2026-07-28) or `"legacy"` (an `initialize`-based session): what this
+        client speaks with its server; None until the first exchange settled it."""
+        return self._era
 
     @property
     def protocol_version(self) -> str:
-        """The protocol version new requests are sent with. A -32022 answer naming a version
+        """The protocol version new requests are sent with: on a legacy session, the one the
+        server chose in `initialize`. On a modern server, a -32022 answer naming a version
         this client speaks switches it, for later requests (a flow already running keeps the
         version it started with, which its `requestState` is bound to)."""
+        if self._legacy is not None:
+            return self._legacy.protocol_version
         return self._protocol_version
 
     @protocol_version.setter
@@ -305,6 +335,8 @@ class Client:
             meta_keys.CLIENT_INFO: self.client_info.to_wire(),
             meta_keys.CLIENT_CAPABILITIES: self.capabilities,
         }
+        if self._log_level is not None:
+            self._meta[meta_keys.LOG_LEVEL] = self._log_level
 
     # --- plain requests ------------------------------------------------------------------------
 
@@ -367,13 +399,48 @@ class Client:
         request_id: jsonrpc.RequestId | None = None,
         version: str | None = None,
     ) -> dict[str, Any]:
+        era = self._era
+        if era is MODERN:  # the hot path, inline: `_send_modern` without two more awaits
+            base = self._meta
+            if version is not None and version != self._protocol_version:
+                base = {**base, meta_keys.PROTOCOL_VERSION: version}
+            body["_meta"] = {**base, **meta} if meta else base
+            if request_id is None:
+                request_id = next(self._ids)
+            message = jsonrpc.request(request_id, method, body)
+            try:
+                if limit > 0:
+                    with Deadline(limit):
+                        return await self.transport.request(message)
+                return await self.transport.request(message)
+            except TimeoutError:
+                raise McpError(
+                    REQUEST_TIMEOUT,
+                    f"{method} got no response within {limit:g} s; request cancelled",
+                ) from None
+        if era is None:
+            return await self._first_exchange(method, body, meta, limit, request_id, version)
+        return await self._send_legacy(method, body, meta, limit)
+
+    async def _send_modern(
+        self,
+        method: str,
+        body: dict[str, Any],
+        meta: Mapping[str, Any] | None,
+        limit: float,
+        request_id: jsonrpc.RequestId | None,
+        version: str | None,
+    ) -> dict[str, Any]:
         base = self._meta
         if version is not None and version != self._protocol_version:
             base = {**base, meta_keys.PROTOCOL_VERSION: version}
         body["_meta"] = {**base, **meta} if meta else base
         if request_id is None:
             request_id = next(self._ids)
-        message = jsonrpc.request(request_id, method, body)
+        return await self._exchange(jsonrpc.request(request_id, method, body), method, limit)
+
+    async def _exchange(self, message: dict[str, Any], method: str, limit: float) -> dict[str, Any]:
+        """One request through the transport, bounded by `limit` seconds (0: unbounded)."""
         try:
             if limit > 0:
                 with Deadline(limit):
@@ -383,6 +450,295 @@ class Client:
             raise McpError(
                 REQUEST_TIMEOUT, f"{method} got no response within {limit:g} s; request cancelled"
             ) from None
+
+    # --- the era: settled by the first exchange --------------------------------------------------
+
+    async def _first_exchange(
+        self,
+        method: str,
+        body: dict[str, Any],
+        meta: Mapping[str, Any] | None,
+        limit: float,
+        request_id: jsonrpc.RequestId | None,
+        version: str | None,
+    ) -> dict[str, Any]:
+        """Send the client's first request, settling the era on the way (see `era.py`)."""
+        mode = self.options.protocol
+        if mode == "modern":
+            self._era = MODERN
+        elif (
+            mode == "legacy"
+            or getattr(self.transport, "era_probe", "inline") == "discover"
+            or eras.cached(self._era_key) == LEGACY
+        ):
+            await self._settle()
+        else:
+            return await self._send_inline(method, body, meta, limit, request_id, version)
+        return await self._send(method, body, meta, limit, request_id, version)
+
+    async def _send_inline(
+        self,
+        method: str,
+        body: dict[str, Any],
+        meta: Mapping[str, Any] | None,
+        limit: float,
+        request_id: jsonrpc.RequestId | None,
+        version: str | None,
+    ) -> dict[str, Any]:
+        """Send a request in the modern shape while the era is unknown; fall back to a legacy
+        session (and send it again there) when the answer shows a legacy server."""
+        if request_id is None:
+            request_id = next(self._ids)
+        try:
+            response = await self._send_modern(method, body, meta, limit, request_id, version)
+        except McpError as error:
+            verdict = (
+                eras.probe_verdict(error)
+                if method == _DISCOVER
+                else eras.inline_verdict(error, answered_id=True)
+            )
+            if verdict != LEGACY or error.code != HTTP_ERROR:
+                raise  # a transport failure is no verdict: the next request tries again
+            return await self._fall_back(method, body, meta, limit, version, error)
+        error_member = response.get("error")
+        if error_member is None:
+            if method == _DISCOVER and not _lists_modern_version(response.get("result")):
+                # A server that answers discover but offers only legacy versions is legacy.
+                return await self._fall_back(method, body, meta, limit, version, None)
+            self._settled_modern()
+            return response
+        answer = McpError.from_error(error_member)
+        if method == _DISCOVER:
+            verdict = eras.probe_verdict(answer)
+        else:
+            verdict = eras.inline_verdict(answer, response.get("id") == request_id)
+        if verdict == LEGACY:
+            return await self._fall_back(method, body, meta, limit, version, answer)
+        self._settled_modern()
+        return response
+
+    async def _fall_back(
+        self,
+        method: str,
+        body: dict[str, Any],
+        meta: Mapping[str, Any] | None,
+        limit: float,
+        version: str | None,
+        original: McpError | None,
+    ) -> dict[str, Any]:
+        """Open a legacy session (once, however many requests found out at the same time) and
+        send the request again on it. If the server refuses `initialize` too, it is no legacy
+        server after all: the first answer stands."""
+        async with self._era_lock:
+            if self._era is None:
+                logger.info("%s: the server speaks an initialize-based revision; opening a "
+                            "legacy session", method)  # fmt: skip
+                try:
+                    await self._open_legacy()
+                except McpError as error:
+                    if not self._adopt_modern(error) and original is not None:
+                        raise original from error
+                    if self._era is None:
+                        raise
+        body.pop("_meta", None)
+        return await self._send(method, body, meta, limit, None, version)
+
+    def _settled_modern(self) -> None:
+        if self._era is None:
+            self._era = MODERN
+            eras.remember(self._era_key, MODERN)
+
+    def _adopt_modern(self, error: McpError) -> bool:
+        """After a -32022 naming a modern version this client speaks: go modern with it."""
+        supported = eras.supported_versions(error) or []
+        for version in SUPPORTED_PROTOCOL_VERSIONS:  # newest first
+            if version in supported:
+                if version != self._protocol_version:
+                    self.protocol_version = version
+                self._settled_modern()
+                return True
+        return False
+
+    async def _settle(self) -> None:
+        """Settle the era before sending anything else: a legacy session when asked for (or
+        cached), else the `server/discover` probe."""
+        async with self._era_lock:
+            if self._era is not None:
+                return
+            if self.options.protocol == "legacy":
+                await self._open_legacy()
+                return
+            if self.options.protocol == "modern":
+                self._era = MODERN
+                return
+            if eras.cached(self._era_key) == LEGACY:
+                try:
+                    await self._open_legacy()
+                    return
+                except McpError as error:
+                    eras.forget(self._era_key)  # the cached verdict proved wrong: look again
+                    if self._adopt_modern(error):
+                        return
+                    logger.info("initialize failed (%s); probing the server afresh", error)
+            await self._probe()
+
+    async def _probe(self) -> None:
+        """`server/discover`, and what its answer says (stdio's Backward Compatibility)."""
+        message = jsonrpc.request(next(self._ids), _DISCOVER, {"_meta": self._meta})
+        try:
+            response = await self._await_probe(message)
+        except _ProbeTimeout:
+            # A server silent on an unknown request is a legacy one. A slow modern server may
+            # have answered meanwhile; its -32022 to initialize then says so.
+            logger.info("no answer to server/discover within %g s; trying initialize",
+                        self.options.probe_timeout)  # fmt: skip
+            await self._open_legacy_or_modern()
+            return
+        except McpError as error:
+            restart = getattr(self.transport, "restart", None)
+            if error.code not in (CONNECTION_CLOSED, PROTOCOL_VIOLATION) or restart is None:
+                raise
+            # It died or wrote garbage on the probe: a legacy server, started afresh.
+            logger.info("the server failed the server/discover probe (%s); restarting it for "
+                        "an initialize-based session", error.message)  # fmt: skip
+            await restart()
+            await self._open_legacy()
+            return
+        error_member = response.get("error")
+        if error_member is not None:
+            refusal = McpError.from_error(error_member)
+            verdict = eras.probe_verdict(refusal)
+            if verdict is None:
+                raise refusal
+            if verdict == MODERN:
+                if not self._adopt_modern(refusal):
+                    raise refusal
+                return
+            await self._open_legacy()
+            return
+        result = response.get("result")
+        if not _lists_modern_version(result):
+            await self._open_legacy()
+            return
+        supported = result.get("supportedVersions", []) if isinstance(result, dict) else []
+        for version in SUPPORTED_PROTOCOL_VERSIONS:
+            if version in supported:
+                if version != self._protocol_version:
+                    self.protocol_version = version
+                self._settled_modern()
+                return
+        raise McpError(
+            PROTOCOL_VIOLATION,
+            f"the server speaks protocol versions {', '.join(map(str, supported))[:200]}; this "
+            f"client speaks {', '.join(SUPPORTED_PROTOCOL_VERSIONS)}",
+        )
+
+    async def _await_probe(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The probe's response; `_ProbeTimeout` past `probe_timeout`, and
+        `McpError(PROTOCOL_VIOLATION)` as soon as the server writes what is not JSON-RPC."""
+        noise: asyncio.Event | None = getattr(self.transport, "noise", None)
+        if noise is not None:
+            noise.clear()  # only what the server writes in answer to the probe counts
+        request = asyncio.ensure_future(self.transport.request(message))
+        waiters: set[asyncio.Future[Any]] = {request}
+        garbage = asyncio.ensure_future(noise.wait()) if noise is not None else None
+        if garbage is not None:
+            waiters.add(garbage)
+        try:
+            done, _ = await asyncio.wait(
+                waiters, timeout=self.options.probe_timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.cancel()
+            await asyncio.gather(*waiters, return_exceptions=True)
+        if request in done and not request.cancelled():
+            return request.result()
+        if garbage is not None and garbage in done:
+            raise McpError(PROTOCOL_VIOLATION, "the server wrote garbage in answer to the probe")
+        raise _ProbeTimeout
+
+    async def _open_legacy_or_modern(self) -> None:
+        try:
+            await self._open_legacy()
+        except McpError as error:
+            if not self._adopt_modern(error):
+                raise
+
+    async def _open_legacy(self) -> None:
+        """`initialize`, `notifications/initialized`, and the session set up around them."""
+        capabilities = {**self._extra_capabilities, **self._inputs.capabilities(legacy=True)}
+        params = initialize_params(self.client_info, capabilities)
+        message = jsonrpc.request(next(self._ids), "initialize", params)
+        response = await self._exchange(message, "initialize", self.options.request_timeout)
+        if "error" in response:
+            raise McpError.from_error(response["error"])
+        session = accept_initialize(response.get("result"))
+        await self.transport.notify(jsonrpc.notification("notifications/initialized"))
+        start = getattr(self.transport, "start_legacy_session", None)
+        if start is not None:
+            await start(session.protocol_version)
+        self._legacy = session
+        self._legacy_generation += 1
+        self._era = LEGACY
+        eras.remember(self._era_key, LEGACY)
+        logger.info("legacy session open (protocol version %s)", session.protocol_version)
+        if self._log_level is not None:
+            await self._set_legacy_level(self._log_level)
+        for uri in self._legacy_uri_counts:  # a session opened again keeps its subscriptions
+            await self._send_legacy("resources/subscribe", {"uri": uri}, None, 0)
+
+    async def _reopen_legacy(self, generation: int) -> None:
+        """The server forgot the session: initialize again, once for all who noticed."""
+        async with self._era_lock:
+            if self._legacy_generation == generation:
+                logger.info("the server no longer knows the legacy session; initializing again")
+                await self._open_legacy()
+
+    async def _send_legacy(
+        self, method: str, body: dict[str, Any], meta: Mapping[str, Any] | None, limit: float
+    ) -> dict[str, Any]:
+        session = self._legacy
+        if session is None:  # pragma: no cover - LEGACY is only set with a session
+            raise McpError(CONNECTION_CLOSED, "the legacy session is closed")
+        if method == _DISCOVER:  # no such method before 2026: what initialize said instead
+            return jsonrpc.result_response(next(self._ids), session.discover_result().to_wire())
+        body.pop("_meta", None)
+        if meta:
+            level = meta.get(meta_keys.LOG_LEVEL)
+            if level in meta_keys.LOG_LEVEL_RANK and level != session.log_level:
+                await self._set_legacy_level(level)  # session-wide on a legacy server
+            extra = legacy_meta(meta)
+            if extra:
+                body["_meta"] = extra
+        generation = self._legacy_generation
+        message = jsonrpc.request(next(self._ids), method, body)
+        try:
+            return await self._exchange(message, method, limit)
+        except McpError as error:
+            if error.code != SESSION_EXPIRED:
+                raise
+        await self._reopen_legacy(generation)
+        return await self._exchange(jsonrpc.request(next(self._ids), method, body), method, limit)
+
+    async def _set_legacy_level(self, level: str) -> None:
+        session = self._legacy
+        if session is None or not session.supports("logging"):
+            return  # the server sends no logs: nothing to set
+        response = await self._send_legacy(
+            "logging/setLevel", {"level": level}, None, self.options.request_timeout
+        )
+        if "error" in response:
+            raise McpError.from_error(response["error"])
+        session.log_level = level
+
+    async def ping(self) -> None:
+        """Check that the server answers: `ping` on a legacy session; a 2026-07-28 server has
+        no ping, so there it is `server/discover`, which every such server answers."""
+        if self._era is None:
+            await self._settle()
+        await self.request("ping" if self._era == LEGACY else _DISCOVER)
 
     @staticmethod
     def _version_to_retry(error: McpError) -> str | None:
@@ -661,13 +1017,13 @@ class Client:
             )
         if len(requests) == 1:
             ((key, request),) = requests.items()
-            answers[key] = await self._answer(key, request)
+            answers[key] = await self._inputs.answer(key, request)
             return
         tasks: dict[str, asyncio.Task[dict[str, Any]]] = {}
         try:
             async with asyncio.TaskGroup() as group:
                 for key, request in requests.items():
-                    tasks[key] = group.create_task(self._answer(key, request))
+                    tasks[key] = group.create_task(self._inputs.answer(key, request))
         except BaseExceptionGroup as group_error:
             first = group_error.exceptions[0]
             raise first from first.__cause__  # keeps the handler's own exception as the cause
@@ -675,75 +1031,6 @@ class Client:
             for key, task in tasks.items():  # in the server's order, as they were asked
                 if task.done() and not task.cancelled() and task.exception() is None:
                     answers[key] = task.result()
-
-    async def _answer(self, key: str, request: Any) -> dict[str, Any]:
-        """Dispatch one input request to its handler; return the bare result."""
-        method = request.get("method") if isinstance(request, dict) else None
-        if not isinstance(method, str):
-            raise InputHandlerError(
-                PROTOCOL_VIOLATION, f"input request {key!r} has no method", key, str(method)
-            )
-        handler = self._handlers.get(method)
-        if handler is None:
-            known = _HANDLER_NAMES.get(method)
-            why = (
-                f"no {known} handler is registered"
-                if known
-                else "this method is not an input request this client knows"
-            )
-            raise InputHandlerError(
-                NO_INPUT_HANDLER,
-                f"the server asked for input {key!r} with {method}, but {why}",
-                key,
-                method,
-            )
-        try:
-            params = _PARAMS_MODELS[method].model_validate(request.get("params") or {})
-        except Exception as exc:
-            raise InputHandlerError(
-                PROTOCOL_VIOLATION,
-                f"input request {key!r} ({method}) has invalid params: {exc}",
-                key,
-                method,
-            ) from None
-        try:
-            answer = handler(params)
-            if inspect.isawaitable(answer):
-                answer = await answer
-        except Exception as exc:
-            # An McpError keeps its code unless it is a JSON-RPC one, which would read as the
-            # server's answer; either way the error names the input that failed.
-            own = exc.code if isinstance(exc, McpError) else None
-            raise InputHandlerError(
-                own if own is not None and own not in JSONRPC_RESERVED else INPUT_HANDLER_FAILED,
-                f"the {_HANDLER_NAMES[method]} handler failed on input {key!r}: "
-                f"{type(exc).__name__}: {exc}",
-                key,
-                method,
-            ) from exc
-        if isinstance(answer, dict):
-            try:
-                answer = _RESULT_MODELS[method].model_validate(answer)
-            except ValidationError as exc:
-                raise InputHandlerError(
-                    INPUT_HANDLER_FAILED,
-                    f"the {_HANDLER_NAMES[method]} handler's answer to input {key!r} is not a "
-                    f"valid {_RESULT_MODELS[method].__name__}: {exc.errors()[0]['msg']}",
-                    key,
-                    method,
-                ) from None
-        if not isinstance(answer, BaseModel):
-            raise InputHandlerError(
-                INPUT_HANDLER_FAILED,
-                f"the {_HANDLER_NAMES[method]} handler returned {type(answer).__name__} for "
-                f"input {key!r}; expected {_RESULT_MODELS[method].__name__}",
-                key,
-                method,
-            )
-        bare = answer.model_dump(mode="json", by_alias=True, exclude_none=True)
-        bare.pop("resultType", None)
-        bare.pop("_meta", None)
-        return bare
 
     # --- notifications -------------------------------------------------------------------------
 
@@ -763,8 +1050,16 @@ class Client:
 
         The block starts once the server acknowledged (within `timeout` seconds), so a change
         made after that is never missed; `subscription.honoured` says what the server agreed
-        to send. Leaving the block cancels the stream.
+        to send. Leaving the block cancels the stream. On a legacy server the changes come
+        from its session-wide notifications (those its capabilities announce) and
+        `resources/subscribe`; leaving the block unsubscribes.
         """
+        if self._era is None:
+            await self._settle()
+        if self._era == LEGACY:
+            async with self._listen_legacy(tools, prompts, resources, resource_uris) as changes:
+                yield changes
+            return
         wanted: dict[str, Any] = {}
         if tools:
             wanted["toolsListChanged"] = True
@@ -801,6 +1096,74 @@ class Client:
             await asyncio.gather(task, return_exceptions=True)
             self._subscriptions.pop(request_id, None)
 
+    @contextlib.asynccontextmanager
+    async def _listen_legacy(
+        self, tools: bool, prompts: bool, resources: bool, uris: Sequence[str]
+    ) -> AsyncIterator[Subscription]:
+        session = self._legacy
+        if session is None:  # pragma: no cover - LEGACY is only set with a session
+            raise McpError(CONNECTION_CLOSED, "the legacy session is closed")
+        agreed, kinds = honoured(
+            session, tools=tools, prompts=prompts, resources=resources, uris=list(uris)
+        )
+        subscription = Subscription()
+        subscription.deliver({"method": ACKNOWLEDGED, "params": {"notifications": agreed}})
+        uris_agreed = frozenset(agreed.get("resourceSubscriptions", ()))
+        listener = LegacyListener(subscription, kinds, uris_agreed)
+        subscribed: list[str] = []
+        try:
+            for uri in listener.uris:
+                count = self._legacy_uri_counts.get(uri, 0)
+                if count == 0:
+                    response = await self._send_legacy(
+                        "resources/subscribe", {"uri": uri}, None, self.options.request_timeout
+                    )
+                    if "error" in response:
+                        raise McpError.from_error(response["error"])
+                self._legacy_uri_counts[uri] = count + 1
+                subscribed.append(uri)
+            self._legacy_listeners.append(listener)
+            yield subscription
+        finally:
+            with contextlib.suppress(ValueError):
+                self._legacy_listeners.remove(listener)
+            subscription.end()
+            for uri in subscribed:
+                left = self._legacy_uri_counts.pop(uri, 1) - 1
+                if left:
+                    self._legacy_uri_counts[uri] = left
+                elif self._connected and self._legacy is not None:
+                    try:
+                        limit = self.options.request_timeout
+                        await self._send_legacy("resources/unsubscribe", {"uri": uri}, None, limit)
+                    except McpError as exc:  # the server may be gone; nothing is left to undo
+                        logger.info("resources/unsubscribe %r failed: %s", uri, exc)
+
+    # --- server-to-client requests (legacy sessions) -------------------------------------------
+
+    async def _on_request(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Answer a legacy server's request (the transport's `on_request`); never raises but
+        for the transport's own cancellation."""
+        request_id = jsonrpc.readable_id(message)
+        work = asyncio.ensure_future(self._inputs.respond(message))
+        if request_id is not None:
+            self._server_requests[request_id] = work
+        try:
+            return await work
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                work.cancel()
+                raise  # the transport is closing
+            # The server cancelled its request (notifications/cancelled): it expects no
+            # answer, and one that is sent anyway is ignored.
+            return jsonrpc.error_response(
+                request_id, McpError(INTERNAL_ERROR, "the request was cancelled by the server")
+            )
+        finally:
+            if request_id is not None and self._server_requests.get(request_id) is work:
+                del self._server_requests[request_id]
+
     async def _on_notification(self, message: dict[str, Any]) -> None:
         method = message.get("method")
         params = message.get("params")
@@ -808,6 +1171,16 @@ class Client:
             params = {}
         elif not isinstance(params, dict):
             logger.warning("ignoring a %.80r notification whose params are not an object", method)
+            return
+        if self._legacy_listeners and method in _LIST_CHANGES:
+            for listener in list(self._legacy_listeners):
+                listener.offer(message)
+            return
+        if method == "notifications/cancelled":
+            target = params.get("requestId")
+            work = self._server_requests.get(target) if jsonrpc.is_valid_id(target) else None
+            if work is not None:
+                work.cancel()
             return
         meta = params.get("_meta")
         if isinstance(meta, dict) and meta_keys.SUBSCRIPTION_ID in meta:
@@ -841,6 +1214,24 @@ class Client:
                     await outcome
             else:
                 logger.info("server log [%s]: %s", params.get("level"), params.get("data"))
+
+
+def _accepts_on_request(transport: object) -> bool:
+    """Whether `transport.connect` takes `on_request` (transports written before server
+    requests existed do not)."""
+    try:
+        parameters = inspect.signature(transport.connect).parameters  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        return False
+    return "on_request" in parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+    )
+
+
+def _lists_modern_version(result: Any) -> bool:
+    """Whether a `server/discover` result offers a 2026-07-28 (or later) version."""
+    supported = result.get("supportedVersions") if isinstance(result, dict) else None
+    return isinstance(supported, list) and any(eras.is_modern_version(v) for v in supported)
 
 
 def _cursor(cursor: str | None) -> dict[str, Any] | None:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Literal
+
+#: Which protocol era a client speaks: find out (`auto`), or insist on one.
+Protocol = Literal["auto", "modern", "legacy"]
+_PROTOCOLS = ("auto", "modern", "legacy")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +56,28 @@ _Config = InputRequiredConfig  # the options class re-exports it under the seed'
 
 @dataclass(slots=True)
 class ClientOptions:
-    """Client options; `on_round` is called after each input-required round is answered."""
+    """Client options; `on_round` is called after each input-required round is answered.
+
+    `protocol`: `"auto"` (the default) finds out whether the server speaks 2026-07-28 or an
+    `initialize`-based revision and speaks the same; `"modern"` and `"legacy"` insist on one.
+    `probe_timeout`: seconds a stdio server has to answer the `server/discover` probe before
+    it is taken for a legacy server that ignores unknown requests.
+    """
 
     InputRequiredConfig: ClassVar[type[_Config]] = InputRequiredConfig
 
     input_required: _Config = field(default_factory=lambda: _Config())
     on_round: Callable[[RoundInfo], None] | None = None
     request_timeout: float = 600.0
+    protocol: Protocol = "auto"
+    probe_timeout: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.protocol not in _PROTOCOLS:
+            raise ValueError(
+                f"protocol must be 'auto', 'modern' or 'legacy', not {self.protocol!r}"
+            )
+        if not self.probe_timeout > 0:
+            raise ValueError(
+                f"probe_timeout must be a positive number of seconds, not {self.probe_timeout!r}"
+            )

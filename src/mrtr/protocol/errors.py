@@ -25,6 +25,7 @@ INPUT_HANDLER_FAILED = -1006  # a client's own input handler raised or answered 
 MAX_INPUT_REQUESTS_EXCEEDED = -1007  # one round asked more than `max_input_requests` questions
 NO_INPUT_HANDLER = -1008  # the server asked for input the client has no handler for
 RESPONSE_TOO_LARGE = -1009  # the peer's message is larger than the client accepts
+SESSION_EXPIRED = -1010  # the server no longer knows the legacy session (HTTP 404 with its id)
 
 #: Every code above that only this SDK's client raises, never a peer.
 LOCAL_CODES = frozenset(
@@ -38,6 +39,7 @@ LOCAL_CODES = frozenset(
         MAX_INPUT_REQUESTS_EXCEEDED,
         NO_INPUT_HANDLER,
         RESPONSE_TOO_LARGE,
+        SESSION_EXPIRED,
     }
 )
 JSONRPC_RESERVED = range(-32768, -32000 + 1)  # codes the JSON-RPC spec reserves

@@ -24,6 +24,17 @@ An HTTP error whose body is a JSON-RPC error response is returned as that error;
 HTTP error raises `McpError(HTTP_ERROR)` naming the status and, for a 401 or 403, the
 server's `WWW-Authenticate` challenge. A successful status whose body is not a JSON-RPC
 response raises `McpError(PROTOCOL_VIOLATION)`.
+
+Legacy servers (2025-03-26 to 2025-11-25) are spoken to the way their revision asks, from the
+`initialize` response on: the session id it returned (`Mcp-Session-Id`) and the negotiated
+`MCP-Protocol-Version` go on every message and none of the 2026-07-28 headers do; the server's
+requests, on any stream, go to the client's request handler and the answers are POSTed back;
+`start_legacy_session` opens the standalone GET stream and `end_legacy_session` sends DELETE.
+A stream that ends or breaks before its response is resumed, not re-sent: after the `retry`
+time the server named, a GET with `Last-Event-ID` takes the rest of it (a bounded number of
+times in a row without progress), and events it replays are delivered once. A 404 on a request
+carrying the session id raises `McpError(SESSION_EXPIRED)`, and the session is forgotten so
+the next `initialize` opens a new one.
 """
 
 from __future__ import annotations
@@ -41,20 +52,25 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from ..deadline import Deadline
+from ..protocol import jsonrpc
 from ..protocol import meta as meta_keys
 from ..protocol.errors import (
     CONNECTION_CLOSED,
     HEADER_MISMATCH,
     HTTP_ERROR,
+    INTERNAL_ERROR,
+    METHOD_NOT_FOUND,
     PROTOCOL_VIOLATION,
     REQUEST_TIMEOUT,
     RESPONSE_TOO_LARGE,
+    SESSION_EXPIRED,
     McpError,
 )
 from ..protocol.versions import LATEST_PROTOCOL_VERSION
 from . import headers as mcp_headers
-from .base import MAX_MESSAGE_SIZE, NotificationHandler
-from .sse import SSEDecoder, SSEError, SSEEventTooLarge
+from .base import MAX_MESSAGE_SIZE, NotificationHandler, RequestHandler
+from .http_session import SESSION_ID, LegacySession, StreamCursor, visible_ascii
+from .sse import SSEDecoder, SSEError, SSEEventTooLarge, SSEFrame
 
 logger = logging.getLogger("mrtr.http")
 
@@ -94,6 +110,14 @@ class _NotConnected(Exception):
 
 
 _HEADER_CACHE_SIZE = 1024  # distinct (method, name, version) header blocks kept
+_SSE = "text/event-stream"
+_MAX_SERVER_REQUESTS = 64  # server requests of one session answered at once; more are dropped
+_LISTEN_OPEN_WAIT = 5.0  # seconds start_legacy_session waits for the GET stream to open
+_CLOSE_WAIT = 5.0  # seconds the closing DELETE (and the session's tasks) may take
+# What a stream read accepts as its response: any (a 2026-07-28 POST stream, as before), none
+# (the standalone GET stream, which carries no responses), or else the request's own id.
+_ANY_RESPONSE: Any = object()
+_NO_RESPONSE: Any = object()
 
 
 class HTTPTransport:
@@ -107,6 +131,10 @@ class HTTPTransport:
     `max_reissues`: how many times a read-only request whose connection broke mid-exchange is
     sent again. `max_message_size`: the most bytes one response body or stream event may have
     (a larger one fails the request with `RESPONSE_TOO_LARGE`, unread).
+
+    Legacy sessions only: `max_resumptions` is how many reconnections in a row that bring
+    nothing new a stream gets before it is given up; `reconnect_delay` is the wait, in seconds,
+    before reconnecting to a stream whose server named no `retry` time.
     """
 
     def __init__(
@@ -119,14 +147,20 @@ class HTTPTransport:
         connect_attempts: int = 3,
         connect_backoff: float = 0.2,
         max_message_size: int = MAX_MESSAGE_SIZE,
+        max_resumptions: int = 5,
+        reconnect_delay: float = 1.0,
     ) -> None:
         if connect_attempts < 1:
             raise ValueError(f"connect_attempts must be at least 1, not {connect_attempts}")
+        if max_resumptions < 1:
+            raise ValueError(f"max_resumptions must be at least 1, not {max_resumptions}")
         self.url = URL(url)
         self.max_reissues = max_reissues
         self.connect_attempts = connect_attempts
         self.connect_backoff = connect_backoff
         self.max_message_size = max_message_size
+        self.max_resumptions = max_resumptions
+        self.reconnect_delay = reconnect_delay
         self._timeout = timeout
         # Case-insensitive, so a user header can never duplicate one the protocol sets.
         self._base_headers: CIMultiDict[str] = CIMultiDict(headers or {})
@@ -134,6 +168,9 @@ class HTTPTransport:
         self._base_headers["Accept"] = _ACCEPT
         self._session: aiohttp.ClientSession | None = None
         self._on_notification: NotificationHandler | None = None
+        self._on_request: RequestHandler | None = None
+        #: The legacy session, from a successful `initialize` until it ends or expires.
+        self._legacy: LegacySession | None = None
         # The exchange's total time is bounded by a `Deadline` (a watchdog entry) rather than
         # by aiohttp's `total`, which arms a loop timer per request; aiohttp keeps the connect
         # bound. Listen streams get only the connect bound.
@@ -147,9 +184,13 @@ class HTTPTransport:
 
     # --- ClientTransport ---------------------------------------------------------------------
 
-    async def connect(self, on_notification: NotificationHandler) -> None:
-        """Open the connection pool; notifications from response streams go to the handler."""
+    async def connect(
+        self, on_notification: NotificationHandler, on_request: RequestHandler | None = None
+    ) -> None:
+        """Open the connection pool; notifications from response streams go to
+        `on_notification`, and a legacy server's requests to `on_request`."""
         self._on_notification = on_notification
+        self._on_request = on_request
         if self._session is None:
             # Idle connections are let go before common servers' own 5 s idle timeout (uvicorn,
             # Node): a request sent as the server closes its end could not be safely re-sent.
@@ -159,15 +200,28 @@ class HTTPTransport:
             )
 
     async def close(self) -> None:
-        """Close the pool (and with it any response still streaming)."""
+        """End a legacy session still open, then close the pool (and with it any response
+        still streaming)."""
+        if self._legacy is not None:
+            await self.end_legacy_session()
         session, self._session = self._session, None
         if session is not None:
             await session.close()
 
     async def request(self, message: dict[str, Any]) -> dict[str, Any]:
         """POST one request and return its response (after the notifications streamed first)."""
-        response = await self._request(message)
         method = message.get("method")
+        legacy = self._legacy
+        if legacy is not None and method != "initialize":
+            # No tool-header bookkeeping: those headers are 2026-07-28 only.
+            try:
+                return await self._request(message)
+            except asyncio.CancelledError:
+                # A legacy server does not take a closed stream for a cancellation (a network
+                # drop looks the same), so it is told.
+                self._cancel_on_server(legacy, message)
+                raise
+        response = await self._request(message)
         if method == "tools/list":
             self._screen_tools(response)
         elif method == "tools/call" and _error_code(response) == HEADER_MISMATCH:
@@ -177,10 +231,14 @@ class HTTPTransport:
     async def notify(self, message: dict[str, Any]) -> None:
         """POST one notification (the server answers 202 Accepted)."""
         session = self._require_session()
+        legacy = self._legacy
+        headers = legacy.headers if legacy is not None else self._headers_for(message)
         try:
             async with session.post(
-                self.url, data=orjson.dumps(message), headers=self._headers_for(message)
+                self.url, data=orjson.dumps(message), headers=headers
             ) as response:
+                if response.status == 404 and legacy is not None and legacy.session_id:
+                    raise self._session_expired(legacy, str(message.get("method")))
                 if response.status >= 400:
                     body = await response.read()
                     raise _http_error(response, body, str(message.get("method")))
@@ -201,13 +259,21 @@ class HTTPTransport:
     async def _request(self, message: dict[str, Any]) -> dict[str, Any]:
         session = self._require_session()
         method = str(message.get("method"))
-        headers = self._headers_for(message)
+        legacy = self._legacy
+        if method == "initialize":
+            # A new session starts bare: no session id, no version yet, no 2026-07-28 headers.
+            legacy = None
+            headers = self._base_headers
+        elif legacy is not None:
+            headers = legacy.headers
+        else:
+            headers = self._headers_for(message)
         limit = None if method == "subscriptions/listen" or self._timeout <= 0 else self._timeout
         sent = message
         refused = reissued = 0
         while True:
             try:
-                answer = await self._exchange(session, sent, headers, limit)
+                answer = await self._exchange(session, sent, headers, limit, legacy)
             except _NotConnected as exc:
                 refused += 1
                 if refused >= self.connect_attempts:
@@ -234,7 +300,7 @@ class HTTPTransport:
                         f"{method}: {exc}, on every one of {reissued + 1} attempts; giving up",
                         {"mayHaveRun": True},
                     ) from None
-                # A read: no resumption in this protocol, so send it again as a new request.
+                # A read whose stream cannot be resumed: send it again as a new request.
                 reissued += 1
                 sent = {**message, "id": f"{message['id']}~{reissued}"}
                 logger.info("%s: %s; re-issuing it as request %r", method, exc, sent["id"])
@@ -249,13 +315,14 @@ class HTTPTransport:
         message: dict[str, Any],
         headers: CIMultiDict[str],
         limit: float | None,
+        legacy: LegacySession | None,
     ) -> dict[str, Any]:
         method = str(message.get("method"))
         try:
             if limit is None:
-                return await self._post(session, message, headers)
+                return await self._post(session, message, headers, legacy)
             with Deadline(limit):
-                return await self._post(session, message, headers)
+                return await self._post(session, message, headers, legacy)
         except (aiohttp.ClientConnectorCertificateError, aiohttp.ClientSSLError) as exc:
             # A TLS failure will not go away by trying again.
             raise McpError(
@@ -281,25 +348,51 @@ class HTTPTransport:
             ) from None
 
     async def _post(
-        self, session: aiohttp.ClientSession, message: dict[str, Any], headers: CIMultiDict[str]
+        self,
+        session: aiohttp.ClientSession,
+        message: dict[str, Any],
+        headers: CIMultiDict[str],
+        legacy: LegacySession | None,
     ) -> dict[str, Any]:
         method = str(message.get("method"))
+        # A legacy stream may carry other responses (replays, a confused server): only ours ends
+        # it. A 2026-07-28 stream keeps its rule: the response on it is the answer.
+        expect = message.get("id") if legacy is not None else _ANY_RESPONSE
         async with session.post(self.url, data=orjson.dumps(message), headers=headers) as response:
-            content_type = response.content_type
             status = response.status
-            if content_type == "text/event-stream" and status == 200:
-                return await self._read_stream(response, method)
-            body = await self._read_body(response, method)
-            answer = _json_response(body) if content_type == "application/json" else None
-            if 200 <= status < 300 and status != 202:
-                if answer is None:
-                    raise _not_jsonrpc(response, body, method)
+            if status == 404 and legacy is not None and legacy.session_id is not None:
+                raise self._session_expired(legacy, method)
+            if method == "initialize":
+                session_id = _session_id_of(response) if 200 <= status < 300 else None
+                answer = await self._answer_in(response, method, expect, legacy)
+                self._open_session(answer, session_id)
                 return answer
-            # An error status counts as the server's answer only with a JSON-RPC error in it
-            # (a 401's {"error": "invalid_token"}, say, is an HTTP error, not a JSON-RPC one).
-            if answer is None or "error" not in answer:
-                raise _http_error(response, body, method)
+            return await self._answer_in(response, method, expect, legacy)
+
+    async def _answer_in(
+        self,
+        response: aiohttp.ClientResponse,
+        method: str,
+        expect: Any,
+        legacy: LegacySession | None,
+    ) -> dict[str, Any]:
+        """The JSON-RPC response a POST's HTTP response carries (read from its SSE stream, which
+        a legacy session resumes if it breaks), or the McpError it amounts to."""
+        content_type = response.content_type
+        status = response.status
+        if content_type == _SSE and status == 200:
+            return await self._read_stream(response, method, expect, legacy)
+        body = await self._read_body(response, method)
+        answer = _json_response(body) if content_type == "application/json" else None
+        if 200 <= status < 300 and status != 202:
+            if answer is None:
+                raise _not_jsonrpc(response, body, method)
             return answer
+        # An error status counts as the server's answer only with a JSON-RPC error in it
+        # (a 401's {"error": "invalid_token"}, say, is an HTTP error, not a JSON-RPC one).
+        if answer is None or "error" not in answer:
+            raise _http_error(response, body, method)
+        return answer
 
     async def _read_body(self, response: aiohttp.ClientResponse, method: str) -> bytes:
         """The whole body, refused unread past `max_message_size` (a hostile server's endless
@@ -327,30 +420,130 @@ class HTTPTransport:
             f"({self.max_message_size} bytes); not read",
         )
 
-    async def _read_stream(self, response: aiohttp.ClientResponse, method: str) -> dict[str, Any]:
+    # --- SSE streams -------------------------------------------------------------------------
+
+    async def _read_stream(
+        self,
+        response: aiohttp.ClientResponse,
+        method: str,
+        expect: Any,
+        legacy: LegacySession | None,
+    ) -> dict[str, Any]:
+        cursor = StreamCursor()
+        answer = await self._drain(response, method, cursor, legacy, expect)
+        if answer is not None:
+            return answer
+        if legacy is None or not cursor.last_event_id:
+            raise _StreamBroken("the response stream ended before the response")
+        logger.info("%s: the response stream ended early; resuming it", method)
+        return await self._resume(method, cursor, legacy, expect)
+
+    async def _drain(
+        self,
+        response: aiohttp.ClientResponse,
+        method: str,
+        cursor: StreamCursor,
+        legacy: LegacySession | None,
+        expect: Any,
+    ) -> dict[str, Any] | None:
+        """Deliver what one SSE connection carries until the awaited response, which is
+        returned, or the connection's end (None). A break is raised, unless the stream can be
+        resumed (a legacy stream with an event id), when it counts as an end."""
         decoder = SSEDecoder(self.max_message_size)
         try:
-            async for chunk in response.content.iter_any():
-                for event in decoder.feed(chunk):
-                    answer = await self._take_event(event.event, event.data)
+            try:
+                async for chunk in response.content.iter_any():
+                    for frame in decoder.feed_frames(chunk):
+                        answer = await self._take_frame(frame, cursor, legacy, expect)
+                        if answer is not None:
+                            return answer
+                    if decoder.retry is not None:
+                        cursor.retry = decoder.retry
+                for frame in decoder.close_frames():
+                    answer = await self._take_frame(frame, cursor, legacy, expect)
                     if answer is not None:
                         return answer
-            for event in decoder.close():
-                answer = await self._take_event(event.event, event.data)
-                if answer is not None:
-                    return answer
+            except (
+                aiohttp.ServerDisconnectedError,
+                aiohttp.ClientPayloadError,
+                aiohttp.ClientOSError,
+            ):
+                if legacy is None or not cursor.last_event_id:
+                    raise
         except SSEEventTooLarge:
             raise self._too_large(method) from None
         except SSEError as exc:
             raise McpError(
                 HTTP_ERROR, f"unreadable response stream from {self.url}: {exc}"
             ) from None
-        raise _StreamBroken("the response stream ended before the response")
+        if decoder.retry is not None:
+            cursor.retry = decoder.retry
+        return None
 
-    async def _take_event(self, kind: str, data: bytes) -> dict[str, Any] | None:
-        """Deliver a notification; return the event when it is the response."""
-        if kind != "message":
-            return None
+    async def _resume(
+        self, method: str, cursor: StreamCursor, legacy: LegacySession, expect: Any
+    ) -> dict[str, Any]:
+        """Take the rest of a broken legacy response stream with GET + `Last-Event-ID`, after
+        the `retry` time the server named; never re-send the request itself."""
+        session = self._require_session()
+        failures = 0
+        while True:
+            await asyncio.sleep(cursor.delay(self.reconnect_delay, failures))
+            if self._legacy is not legacy:
+                raise McpError(
+                    CONNECTION_CLOSED,
+                    f"{method}: the session ended before the response arrived; the server may "
+                    "have run the request",
+                    {"mayHaveRun": True},
+                )
+            before = cursor.progress
+            try:
+                async with session.get(
+                    self.url, headers=legacy.stream_headers(cursor.last_event_id)
+                ) as response:
+                    status = response.status
+                    if status == 404 and legacy.session_id is not None:
+                        raise self._session_expired(legacy, method)
+                    if status == 200 and response.content_type == _SSE:
+                        answer = await self._drain(response, method, cursor, legacy, expect)
+                        if answer is not None:
+                            return answer
+                    elif status < 500:  # a refusal; a 5xx may pass, so it counts as a failure
+                        body = await self._read_body(response, method)
+                        raise McpError(
+                            CONNECTION_CLOSED,
+                            f"{method}: the response stream ended before the response, and the "
+                            f"server refused to resume it (HTTP {status}); the server may have "
+                            "run the request, so it was not sent again",
+                            {"mayHaveRun": True, "status": status, "body": _text(body)},
+                        )
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
+                logger.info("%s: resuming the response stream failed (%s)", method, exc)
+            except aiohttp.ClientOSError as exc:  # the connection was refused or broke
+                logger.info("%s: resuming the response stream failed (%s)", method, exc)
+            failures = 0 if cursor.progress > before else failures + 1
+            if failures >= self.max_resumptions:
+                raise McpError(
+                    CONNECTION_CLOSED,
+                    f"{method}: the response stream ended before the response and "
+                    f"{failures} reconnections in a row brought nothing new; giving up (the "
+                    "server may have run the request, so it was not sent again)",
+                    {"mayHaveRun": True},
+                )
+
+    async def _take_frame(
+        self,
+        frame: SSEFrame,
+        cursor: StreamCursor,
+        legacy: LegacySession | None,
+        expect: Any,
+    ) -> dict[str, Any] | None:
+        """Deliver one event; return it when it is the awaited response."""
+        if legacy is not None and not cursor.take(frame.id):
+            return None  # replayed: delivered already
+        data = frame.data
+        if data is None or frame.event != "message" or not data.strip():
+            return None  # an id-only or priming event
         try:
             message = orjson.loads(data)
         except orjson.JSONDecodeError:
@@ -360,8 +553,13 @@ class HTTPTransport:
             return None
         if "method" in message:
             if "id" in message:
-                # Servers may not send requests on a response stream (MRTR replaced them).
-                logger.warning("ignoring request %r sent on a response stream", message["method"])
+                if legacy is None:
+                    # Servers may not send requests on a 2026-07-28 stream (MRTR replaced them).
+                    logger.warning(
+                        "ignoring request %r sent on a response stream", message["method"]
+                    )
+                else:
+                    self._answer_later(legacy, message)
                 return None
             handler = self._on_notification
             if handler is not None:
@@ -369,10 +567,196 @@ class HTTPTransport:
                 if inspect.isawaitable(outcome):
                     await outcome
             return None
-        if _is_response(message):
+        if not _is_response(message):
+            logger.warning("ignoring an SSE event that is not a JSON-RPC message: %.80r", data)
+            return None
+        if expect is _ANY_RESPONSE or _same_id(message.get("id"), expect):
             return message
-        logger.warning("ignoring an SSE event that is not a JSON-RPC message: %.80r", data)
+        if message.get("id") is None and expect is not _NO_RESPONSE:
+            return message  # an error about a request the server could not read: ours
+        logger.warning("ignoring a response to %r, which this stream does not await", message["id"])
         return None
+
+    # --- legacy sessions ---------------------------------------------------------------------
+
+    def _open_session(self, answer: dict[str, Any], session_id: str | None) -> None:
+        """A successful `initialize` answer starts a legacy session (replacing any other)."""
+        result = answer.get("result")
+        if not isinstance(result, dict):
+            return
+        version = result.get("protocolVersion")
+        version = version if isinstance(version, str) and visible_ascii(version) else None
+        old, self._legacy = self._legacy, LegacySession(self._base_headers, session_id, version)
+        if old is not None:
+            old.stop()
+
+    async def start_legacy_session(self, protocol_version: str) -> None:
+        """After a successful `initialize`: send the negotiated version and the session id on
+        every later message, and open the standalone GET stream (a 405 means the server offers
+        none, which is fine)."""
+        legacy = self._legacy
+        if legacy is None:  # the initialize answer was not seen here: a session without an id
+            legacy = self._legacy = LegacySession(self._base_headers, None, protocol_version)
+        legacy.set_version(protocol_version)
+        if legacy.listener is not None or self._session is None:
+            return
+        opened = asyncio.Event()
+        legacy.listener = asyncio.create_task(self._listen(legacy, opened))
+        # Wait until the server has the stream (or refused it), so that what it sends from
+        # now on has a stream to go to rather than racing the GET.
+        try:
+            async with asyncio.timeout(_LISTEN_OPEN_WAIT):
+                await opened.wait()
+        except TimeoutError:
+            logger.info("the GET stream did not open within %g s; going on", _LISTEN_OPEN_WAIT)
+
+    async def end_legacy_session(self) -> None:
+        """End the legacy session: stop its streams and send DELETE with its id (a 405 means
+        the server does not let clients end sessions, which is fine); then forget it."""
+        legacy, self._legacy = self._legacy, None
+        if legacy is None:
+            return
+        await _settle(legacy.stop())
+        session = self._session
+        if legacy.session_id is None or session is None:
+            return
+        try:
+            async with asyncio.timeout(_CLOSE_WAIT):
+                async with session.delete(self.url, headers=legacy.headers) as response:
+                    if response.status == 405:
+                        logger.debug("the server does not let clients end sessions (405)")
+                    elif response.status >= 400 and response.status != 404:
+                        logger.info("ending the session: HTTP %d", response.status)
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            logger.info("could not end the session at %s: %s", self.url, exc)
+
+    def _session_expired(self, legacy: LegacySession, method: str) -> McpError:
+        """Forget a session the server answered 404 for, and say so."""
+        if self._legacy is legacy:
+            self._legacy = None
+        legacy.stop()
+        return McpError(
+            SESSION_EXPIRED,
+            f"{method}: the server no longer knows this session (HTTP 404 from {self.url}); "
+            "a new session must be initialized",
+            {"status": 404},
+        )
+
+    async def _listen(self, legacy: LegacySession, opened: asyncio.Event) -> None:
+        """The standalone GET stream: the server's notifications and requests that belong to
+        no request of ours. Reconnected (resumed when it had event ids) while the session
+        lasts, until `max_resumptions` connections in a row bring nothing new."""
+        session = self._require_session()
+        cursor = StreamCursor()
+        failures = 0
+        first = True
+        try:
+            while self._legacy is legacy:
+                if not first:
+                    await asyncio.sleep(cursor.delay(self.reconnect_delay, failures))
+                first = False
+                before = cursor.progress
+                try:
+                    async with session.get(
+                        self.url, headers=legacy.stream_headers(cursor.last_event_id)
+                    ) as response:
+                        opened.set()
+                        status = response.status
+                        if status == 200 and response.content_type == _SSE:
+                            await self._drain(response, "GET stream", cursor, legacy, _NO_RESPONSE)
+                        elif status == 405:
+                            logger.debug("the server offers no GET stream (405)")
+                            return
+                        elif status < 500:
+                            logger.info("the server refused the GET stream (HTTP %d)", status)
+                            return
+                except (aiohttp.ClientError, OSError) as exc:
+                    logger.info("the GET stream broke (%s)", exc)
+                except McpError as exc:  # an event too large, an unreadable stream
+                    logger.warning("the GET stream: %s", exc.message)
+                failures = 0 if cursor.progress > before else failures + 1
+                if failures >= self.max_resumptions:
+                    logger.warning(
+                        "giving up the GET stream after %d connections in a row brought "
+                        "nothing new",
+                        failures,
+                    )
+                    return
+        finally:
+            opened.set()
+
+    def _answer_later(self, legacy: LegacySession, message: dict[str, Any]) -> None:
+        """Answer a server request in a task of its own, so the stream it came on goes on."""
+        request_id = message.get("id")
+        if not jsonrpc.is_valid_id(request_id):
+            logger.warning("ignoring a server request with an invalid id: %.80r", request_id)
+            return
+        if not legacy.first_time(request_id):
+            logger.info("ignoring the server's request %r: it came before", request_id)
+            return
+        if len(legacy.tasks) >= _MAX_SERVER_REQUESTS:
+            logger.warning(
+                "ignoring the server's request %r: %d are being answered already",
+                request_id,
+                len(legacy.tasks),
+            )
+            return
+        task = asyncio.create_task(self._answer(legacy, message))
+        legacy.tasks.add(task)
+        task.add_done_callback(legacy.tasks.discard)
+
+    async def _answer(self, legacy: LegacySession, message: dict[str, Any]) -> None:
+        method = message.get("method")
+        handler = self._on_request
+        response: dict[str, Any]
+        if handler is None:
+            response = jsonrpc.error_response(
+                message["id"], McpError(METHOD_NOT_FOUND, f"this client does not handle {method}")
+            )
+        else:
+            try:
+                response = await handler(message)
+            except Exception:  # the contract says it never raises; the server still gets word
+                logger.exception("answering the server's %s request failed", method)
+                response = jsonrpc.error_response(
+                    message["id"], McpError(INTERNAL_ERROR, f"the client failed to answer {method}")
+                )
+        await self._send_to_session(legacy, response, f"the answer to {method}")
+
+    def _cancel_on_server(self, legacy: LegacySession, message: dict[str, Any]) -> None:
+        """Tell a legacy server that the caller gave up on request `message`."""
+        if "id" not in message or len(legacy.tasks) >= _MAX_SERVER_REQUESTS:
+            return
+        cancelled = jsonrpc.notification(
+            "notifications/cancelled", {"requestId": message["id"], "reason": "cancelled"}
+        )
+        task = asyncio.create_task(self._send_to_session(legacy, cancelled, "a cancellation"))
+        legacy.tasks.add(task)
+        task.add_done_callback(legacy.tasks.discard)
+
+    async def _send_to_session(
+        self, legacy: LegacySession, message: dict[str, Any], what: str
+    ) -> None:
+        """POST a response or notification on the session; failures are logged, as no caller
+        waits for them."""
+        session = self._session
+        if session is None or self._legacy is not legacy:
+            return
+        try:
+            with Deadline(self._timeout if self._timeout > 0 else _CLOSE_WAIT):
+                async with session.post(
+                    self.url, data=orjson.dumps(message), headers=legacy.headers
+                ) as response:
+                    if response.status == 404 and legacy.session_id is not None:
+                        self._session_expired(legacy, what)
+                        logger.info("could not send %s: the session expired", what)
+                    elif response.status >= 400:
+                        body = await self._read_body(response, what)
+                        logger.warning(
+                            "the server refused %s: HTTP %d %s", what, response.status, _text(body)
+                        )
+        except (aiohttp.ClientError, OSError, TimeoutError, McpError) as exc:
+            logger.warning("could not send %s: %s", what, exc)
 
     # --- headers -----------------------------------------------------------------------------
 
@@ -491,6 +875,34 @@ class HTTPTransport:
         return await self._request(message)
 
 
+def _session_id_of(response: aiohttp.ClientResponse) -> str | None:
+    """The session id an `initialize` response assigns, if any; one the spec does not allow
+    (not visible ASCII, or huge) is a protocol violation rather than a header to send back."""
+    value = response.headers.get(SESSION_ID)
+    if value is None:
+        return None
+    if not visible_ascii(value):
+        raise McpError(
+            PROTOCOL_VIOLATION,
+            f"initialize: the session id from {response.url} is not 1 to 1024 visible ASCII "
+            f"characters: {_snippet(value.encode())[:40]!r}",
+        )
+    return value
+
+
+def _same_id(received: Any, expected: Any) -> bool:
+    """JSON-RPC ids compare by type and value (1, 1.0, "1" and True are all different)."""
+    return type(received) is type(expected) and received == expected
+
+
+async def _settle(tasks: list[asyncio.Task[None]]) -> None:
+    """Wait (bounded) for cancelled tasks to finish, leaving out the one that is waiting."""
+    current = asyncio.current_task()
+    others = [task for task in tasks if task is not current]
+    if others:
+        await asyncio.wait(others, timeout=_CLOSE_WAIT)
+
+
 def _error_code(response: dict[str, Any]) -> Any:
     error = response.get("error")
     return error.get("code") if isinstance(error, dict) else None
@@ -521,6 +933,11 @@ def _snippet(body: bytes) -> str:
     return "".join(c if c.isprintable() else "?" for c in text)
 
 
+def _text(body: bytes) -> str:
+    """The first 200 characters of a body, as sent (what era detection inspects)."""
+    return body[:800].decode("utf-8", "replace")[:200]
+
+
 def _http_error(response: aiohttp.ClientResponse, body: bytes, method: str) -> McpError:
     if response.status == 202:
         return McpError(HTTP_ERROR, f"{method}: the server answered 202 Accepted, with no response")
@@ -530,7 +947,7 @@ def _http_error(response: aiohttp.ClientResponse, body: bytes, method: str) -> M
         + f" from {response.url}"
         + (f": {snippet}" if snippet else "")
     )
-    data: dict[str, Any] = {"status": response.status}
+    data: dict[str, Any] = {"status": response.status, "body": _text(body)}
     challenge = response.headers.get("WWW-Authenticate")
     if challenge is not None:
         # What an authorization flow needs to go on (the scheme, realm, resource metadata).

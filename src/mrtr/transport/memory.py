@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol import jsonrpc
 from ..protocol.errors import CONNECTION_CLOSED, McpError
-from .base import NotificationHandler
+from .base import NotificationHandler, RequestHandler
 
 if TYPE_CHECKING:
     from ..server.server import Server
@@ -27,7 +27,11 @@ class MemoryTransport:
         self._on_notification: NotificationHandler | None = None
         self._open = False
 
-    async def connect(self, on_notification: NotificationHandler) -> None:
+    async def connect(
+        self, on_notification: NotificationHandler, on_request: RequestHandler | None = None
+    ) -> None:
+        # `on_request` is never called: the server is spoken to in 2026-07-28 form, where it
+        # asks its questions in results, never in requests of its own.
         self._on_notification = on_notification
         self._open = True
 

@@ -1,8 +1,10 @@
 """stdio transport, client side: `StdioTransport`.
 
-It spawns the server, routes each response line to the request waiting for its id, forwards the
-child's stderr to the `mrtr.stdio.server` logger and shuts the child down as the spec asks:
-close its stdin, wait, SIGTERM, wait, SIGKILL, and always reap it.
+It spawns the server, routes each response line to the request waiting for its id, hands the
+requests a legacy server sends (`elicitation/create`, `ping`...) to the client and writes back
+its answers, forwards the child's stderr to the `mrtr.stdio.server` logger and shuts the child
+down as the spec asks: close its stdin, wait, SIGTERM, wait, SIGKILL, and always reap it. For
+the era probe it can start the same command afresh (`restart`).
 """
 
 from __future__ import annotations
@@ -21,8 +23,14 @@ from typing import Any, cast
 import orjson
 
 from ..protocol import jsonrpc
-from ..protocol.errors import CONNECTION_CLOSED, RESPONSE_TOO_LARGE, McpError
-from .base import MAX_MESSAGE_SIZE, NotificationHandler
+from ..protocol.errors import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    RESPONSE_TOO_LARGE,
+    McpError,
+    method_not_found,
+)
+from .base import MAX_MESSAGE_SIZE, NotificationHandler, RequestHandler
 from .stdio_framing import NEWLINE, describe_size, leading_id, logger
 
 #: The child's stderr, one record per line (at INFO: stderr is not an error channel).
@@ -117,8 +125,13 @@ class StdioTransport:
     the child's stdin, waits up to `shutdown_timeout` seconds for it to exit, then sends
     SIGTERM, waits again, then SIGKILL, and always reaps it. If the server exits on its own,
     every pending and later request fails with `McpError(CONNECTION_CLOSED)` naming the exit
-    code; this transport does not restart it (create a new client to do so).
+    code; only the client's era probe restarts it (`restart`).
+
+    `noise` is set whenever the server writes to stdout what is not a JSON-RPC message.
     """
+
+    #: How a client finds out the server's era over stdio: the `server/discover` probe.
+    era_probe = "discover"
 
     def __init__(
         self,
@@ -138,10 +151,17 @@ class StdioTransport:
         self.inherit_env = inherit_env
         self.shutdown_timeout = shutdown_timeout
         self.max_message_size = max_message_size
+        self.noise = asyncio.Event()
+        self._on_notification: NotificationHandler | None = None
+        self._on_request: RequestHandler | None = None
+        self._generation = 0  # which child the pipe callbacks belong to (see `restart`)
+        self._reset()
+
+    def _reset(self) -> None:
+        """The state of one child process, fresh."""
         self._process: asyncio.SubprocessTransport | None = None
         self._stdin: asyncio.WriteTransport | None = None
         self._pending: dict[jsonrpc.RequestId, asyncio.Future[dict[str, Any]]] = {}
-        self._on_notification: NotificationHandler | None = None
         self._error: McpError | None = None  # set once no more requests can succeed
         self._closing = False
         self._gone = False
@@ -152,9 +172,10 @@ class StdioTransport:
         self._backlog: collections.deque[Any] | None = None
         self._backlog_task: asyncio.Task[None] | None = None
         self._reading_paused = False
-        self._stdout = _Lines(max_message_size, self._oversized_response)
-        self._stderr = _Lines(max_message_size, self._oversized_stderr)
+        self._stdout = _Lines(self.max_message_size, self._oversized_response)
+        self._stderr = _Lines(self.max_message_size, self._oversized_stderr)
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL)
+        self._answering: set[asyncio.Task[None]] = set()
 
     @property
     def pid(self) -> int | None:
@@ -175,15 +196,33 @@ class StdioTransport:
 
     # --- ClientTransport ---------------------------------------------------------------------
 
-    async def connect(self, on_notification: NotificationHandler) -> None:
-        """Start the server process."""
+    async def connect(
+        self, on_notification: NotificationHandler, on_request: RequestHandler | None = None
+    ) -> None:
+        """Start the server process; its requests (legacy servers only) go to `on_request`."""
         if self._process is not None:
             raise RuntimeError("this StdioTransport is already connected; use a new one")
         self._on_notification = on_notification
+        self._on_request = on_request
+        await self._spawn()
+
+    async def restart(self) -> None:
+        """End the server (as `close` does) and start the same command again, fresh. Requests
+        pending on the old process fail with `CONNECTION_CLOSED`."""
+        if self._process is None:
+            raise RuntimeError("this StdioTransport is not connected")
+        await self.close()
+        self._generation += 1  # anything the old child's pipes still deliver is dropped
+        self._reset()
+        self.noise.clear()
+        await self._spawn()
+
+    async def _spawn(self) -> None:
         loop = asyncio.get_running_loop()
+        generation = self._generation
         try:
             process, _ = await loop.subprocess_exec(
-                lambda: _ChildProtocol(self),
+                lambda: _ChildProtocol(self, generation),
                 self.command,
                 *self.args,
                 stdin=asyncio.subprocess.PIPE,
@@ -263,6 +302,10 @@ class StdioTransport:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            answering = list(self._answering)
+            for task in answering:
+                task.cancel()
+            await asyncio.gather(*answering, return_exceptions=True)
         # Closing the pipes above schedules their last callbacks; let them run while the loop
         # is certainly alive, so nothing touches it after it closes.
         await self._wait(self._finished, 1.0)
@@ -329,6 +372,7 @@ class StdioTransport:
             logger.warning(
                 "%s wrote a line to stdout that is not JSON (ignored): %r", self._name(), line[:200]
             )
+            self.noise.set()
             return
         self._dispatch(message)
 
@@ -381,13 +425,11 @@ class StdioTransport:
             return None
         if not isinstance(message, dict):
             logger.warning("%s sent a JSON value that is not a message (ignored)", self._name())
+            self.noise.set()
             return None
         if "method" in message:
             if "id" in message:
-                logger.warning(
-                    "%s sent a %r request; stdio servers must not send requests (ignored)",
-                    self._name(), message.get("method"),
-                )  # fmt: skip
+                self._answer(message)
                 return None
             if self._on_notification is None:
                 return None
@@ -409,6 +451,29 @@ class StdioTransport:
         elif not future.done():
             future.set_result(message)
         return None
+
+    def _answer(self, message: dict[str, Any]) -> None:
+        """A server's request (a legacy session's `elicitation/create`, `ping`...): answered
+        in its own task, so a person taking their time does not stop the reading."""
+        handler = self._on_request
+        if handler is None or not jsonrpc.is_valid_id(message.get("id")):
+            method = message.get("method")
+            error = method_not_found(method if isinstance(method, str) else repr(method)[:100])
+            self._write(jsonrpc.error_response(jsonrpc.readable_id(message), error))
+            return
+        task = asyncio.get_running_loop().create_task(self._answer_with(handler, message))
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
+
+    async def _answer_with(self, handler: RequestHandler, message: dict[str, Any]) -> None:
+        try:
+            response = await handler(message)
+        except Exception:  # the handler must not raise; if it does, the server still hears
+            logger.exception("answering the server's %r request failed", message.get("method"))
+            response = jsonrpc.error_response(
+                message["id"], McpError(INTERNAL_ERROR, "the client failed to answer")
+            )
+        self._write(response)
 
     async def _drain_backlog(self, outcome: Awaitable[Any] | None) -> None:
         backlog = self._backlog
@@ -497,28 +562,39 @@ class StdioTransport:
 
 
 class _ChildProtocol(asyncio.SubprocessProtocol):
-    """Feeds the child's pipes and lifecycle into its `StdioTransport`, with no task per line."""
+    """Feeds the child's pipes and lifecycle into its `StdioTransport`, with no task per line.
+    After a restart, what the previous child still delivers is dropped."""
 
-    def __init__(self, owner: StdioTransport) -> None:
+    def __init__(self, owner: StdioTransport, generation: int) -> None:
         self._owner = owner
+        self._generation = generation
+
+    def _current(self) -> bool:
+        return self._owner._generation == self._generation
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
-        self._owner._data(fd, data)
+        if self._current():
+            self._owner._data(fd, data)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        self._owner._eof(fd)
+        if self._current():
+            self._owner._eof(fd)
 
     def process_exited(self) -> None:
-        self._owner._exited.set()
-        self._owner._check_gone()
+        if self._current():
+            self._owner._exited.set()
+            self._owner._check_gone()
 
     def connection_lost(self, exc: Exception | None) -> None:
         # The process has exited and all its pipes are closed: nothing more can arrive.
-        self._owner._finished.set()
-        self._owner._set_gone()
+        if self._current():
+            self._owner._finished.set()
+            self._owner._set_gone()
 
     def pause_writing(self) -> None:
-        self._owner._pause_writing()
+        if self._current():
+            self._owner._pause_writing()
 
     def resume_writing(self) -> None:
-        self._owner._resume_writing()
+        if self._current():
+            self._owner._resume_writing()
