@@ -74,7 +74,7 @@ from .input_handlers import (
 )
 from .legacy import (
     LegacyListener,
-    LegacySession,
+    ServerHandshake,
     accept_initialize,
     honoured,
     initialize_params,
@@ -186,7 +186,7 @@ class Client:
         self._era: Era | None = None
         self._era_key = eras.endpoint_key(transport)
         self._era_lock = asyncio.Lock()
-        self._legacy: LegacySession | None = None
+        self._legacy: ServerHandshake | None = None
         self._legacy_generation = 0  # bumped by each initialize, so one expiry re-opens once
         self._legacy_listeners: list[LegacyListener] = []
         self._legacy_uri_counts: dict[str, int] = {}

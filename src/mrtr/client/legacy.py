@@ -2,7 +2,7 @@
 
 A 2026-07-28 request carries the client's version, identity and capabilities in its own
 `_meta`; a legacy session says them once, in `initialize`, and the server answers with the
-version it chose and its capabilities. `LegacySession` holds that answer. The functions here
+version it chose and its capabilities. `ServerHandshake` holds that answer. The functions here
 build the handshake, check the server's answer, and shape requests for the legacy wire (no
 `io.modelcontextprotocol/` keys: only `progressToken` and the application's own `_meta`).
 """
@@ -21,7 +21,7 @@ from .subscription import KINDS, Subscription
 
 
 @dataclass(slots=True)
-class LegacySession:
+class ServerHandshake:
     """What the server said in answer to `initialize`."""
 
     protocol_version: str
@@ -61,7 +61,7 @@ def initialize_params(client_info: Implementation, capabilities: dict[str, Any])
     }
 
 
-def accept_initialize(result: Any) -> LegacySession:
+def accept_initialize(result: Any) -> ServerHandshake:
     """The session the server's `initialize` result opens; raises `McpError` when the result
     is malformed or names a version this client does not speak."""
     if not isinstance(result, dict):
@@ -78,7 +78,7 @@ def accept_initialize(result: Any) -> LegacySession:
     capabilities = result.get("capabilities")
     server_info = result.get("serverInfo")
     instructions = result.get("instructions")
-    return LegacySession(
+    return ServerHandshake(
         protocol_version=str(version),
         capabilities=capabilities if isinstance(capabilities, dict) else {},
         server_info=server_info if isinstance(server_info, dict) else None,
@@ -116,7 +116,7 @@ class LegacyListener:
 
 
 def honoured(
-    session: LegacySession, *, tools: bool, prompts: bool, resources: bool, uris: list[str]
+    session: ServerHandshake, *, tools: bool, prompts: bool, resources: bool, uris: list[str]
 ) -> tuple[dict[str, Any], frozenset[str]]:
     """What a legacy server will announce of what a listener asked for (as a listen stream's
     acknowledgement says it), and the change kinds that covers."""
@@ -138,7 +138,7 @@ def honoured(
 
 __all__ = [
     "LegacyListener",
-    "LegacySession",
+    "ServerHandshake",
     "accept_initialize",
     "honoured",
     "initialize_params",

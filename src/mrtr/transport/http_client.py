@@ -69,7 +69,7 @@ from ..protocol.errors import (
 from ..protocol.versions import LATEST_PROTOCOL_VERSION
 from . import headers as mcp_headers
 from .base import MAX_MESSAGE_SIZE, NotificationHandler, RequestHandler
-from .http_session import SESSION_ID, LegacySession, StreamCursor, visible_ascii
+from .http_session import SESSION_ID, HTTPSession, StreamCursor, visible_ascii
 from .sse import SSEDecoder, SSEError, SSEEventTooLarge, SSEFrame
 
 logger = logging.getLogger("mrtr.http")
@@ -170,7 +170,7 @@ class HTTPTransport:
         self._on_notification: NotificationHandler | None = None
         self._on_request: RequestHandler | None = None
         #: The legacy session, from a successful `initialize` until it ends or expires.
-        self._legacy: LegacySession | None = None
+        self._legacy: HTTPSession | None = None
         # The exchange's total time is bounded by a `Deadline` (a watchdog entry) rather than
         # by aiohttp's `total`, which arms a loop timer per request; aiohttp keeps the connect
         # bound. Listen streams get only the connect bound.
@@ -315,7 +315,7 @@ class HTTPTransport:
         message: dict[str, Any],
         headers: CIMultiDict[str],
         limit: float | None,
-        legacy: LegacySession | None,
+        legacy: HTTPSession | None,
     ) -> dict[str, Any]:
         method = str(message.get("method"))
         try:
@@ -352,7 +352,7 @@ class HTTPTransport:
         session: aiohttp.ClientSession,
         message: dict[str, Any],
         headers: CIMultiDict[str],
-        legacy: LegacySession | None,
+        legacy: HTTPSession | None,
     ) -> dict[str, Any]:
         method = str(message.get("method"))
         # A legacy stream may carry other responses (replays, a confused server): only ours ends
@@ -374,7 +374,7 @@ class HTTPTransport:
         response: aiohttp.ClientResponse,
         method: str,
         expect: Any,
-        legacy: LegacySession | None,
+        legacy: HTTPSession | None,
     ) -> dict[str, Any]:
         """The JSON-RPC response a POST's HTTP response carries (read from its SSE stream, which
         a legacy session resumes if it breaks), or the McpError it amounts to."""
@@ -427,7 +427,7 @@ class HTTPTransport:
         response: aiohttp.ClientResponse,
         method: str,
         expect: Any,
-        legacy: LegacySession | None,
+        legacy: HTTPSession | None,
     ) -> dict[str, Any]:
         cursor = StreamCursor()
         answer = await self._drain(response, method, cursor, legacy, expect)
@@ -443,7 +443,7 @@ class HTTPTransport:
         response: aiohttp.ClientResponse,
         method: str,
         cursor: StreamCursor,
-        legacy: LegacySession | None,
+        legacy: HTTPSession | None,
         expect: Any,
     ) -> dict[str, Any] | None:
         """Deliver what one SSE connection carries until the awaited response, which is
@@ -481,7 +481,7 @@ class HTTPTransport:
         return None
 
     async def _resume(
-        self, method: str, cursor: StreamCursor, legacy: LegacySession, expect: Any
+        self, method: str, cursor: StreamCursor, legacy: HTTPSession, expect: Any
     ) -> dict[str, Any]:
         """Take the rest of a broken legacy response stream with GET + `Last-Event-ID`, after
         the `retry` time the server named; never re-send the request itself."""
@@ -535,7 +535,7 @@ class HTTPTransport:
         self,
         frame: SSEFrame,
         cursor: StreamCursor,
-        legacy: LegacySession | None,
+        legacy: HTTPSession | None,
         expect: Any,
     ) -> dict[str, Any] | None:
         """Deliver one event; return it when it is the awaited response."""
@@ -586,7 +586,7 @@ class HTTPTransport:
             return
         version = result.get("protocolVersion")
         version = version if isinstance(version, str) and visible_ascii(version) else None
-        old, self._legacy = self._legacy, LegacySession(self._base_headers, session_id, version)
+        old, self._legacy = self._legacy, HTTPSession(self._base_headers, session_id, version)
         if old is not None:
             old.stop()
 
@@ -596,7 +596,7 @@ class HTTPTransport:
         none, which is fine)."""
         legacy = self._legacy
         if legacy is None:  # the initialize answer was not seen here: a session without an id
-            legacy = self._legacy = LegacySession(self._base_headers, None, protocol_version)
+            legacy = self._legacy = HTTPSession(self._base_headers, None, protocol_version)
         legacy.set_version(protocol_version)
         if legacy.listener is not None or self._session is None:
             return
@@ -630,7 +630,7 @@ class HTTPTransport:
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             logger.info("could not end the session at %s: %s", self.url, exc)
 
-    def _session_expired(self, legacy: LegacySession, method: str) -> McpError:
+    def _session_expired(self, legacy: HTTPSession, method: str) -> McpError:
         """Forget a session the server answered 404 for, and say so."""
         if self._legacy is legacy:
             self._legacy = None
@@ -642,7 +642,7 @@ class HTTPTransport:
             {"status": 404},
         )
 
-    async def _listen(self, legacy: LegacySession, opened: asyncio.Event) -> None:
+    async def _listen(self, legacy: HTTPSession, opened: asyncio.Event) -> None:
         """The standalone GET stream: the server's notifications and requests that belong to
         no request of ours. Reconnected (resumed when it had event ids) while the session
         lasts, until `max_resumptions` connections in a row bring nothing new."""
@@ -685,7 +685,7 @@ class HTTPTransport:
         finally:
             opened.set()
 
-    def _answer_later(self, legacy: LegacySession, message: dict[str, Any]) -> None:
+    def _answer_later(self, legacy: HTTPSession, message: dict[str, Any]) -> None:
         """Answer a server request in a task of its own, so the stream it came on goes on."""
         request_id = message.get("id")
         if not jsonrpc.is_valid_id(request_id):
@@ -705,7 +705,7 @@ class HTTPTransport:
         legacy.tasks.add(task)
         task.add_done_callback(legacy.tasks.discard)
 
-    async def _answer(self, legacy: LegacySession, message: dict[str, Any]) -> None:
+    async def _answer(self, legacy: HTTPSession, message: dict[str, Any]) -> None:
         method = message.get("method")
         handler = self._on_request
         response: dict[str, Any]
@@ -723,7 +723,7 @@ class HTTPTransport:
                 )
         await self._send_to_session(legacy, response, f"the answer to {method}")
 
-    def _cancel_on_server(self, legacy: LegacySession, message: dict[str, Any]) -> None:
+    def _cancel_on_server(self, legacy: HTTPSession, message: dict[str, Any]) -> None:
         """Tell a legacy server that the caller gave up on request `message`."""
         if "id" not in message or len(legacy.tasks) >= _MAX_SERVER_REQUESTS:
             return
@@ -735,7 +735,7 @@ class HTTPTransport:
         task.add_done_callback(legacy.tasks.discard)
 
     async def _send_to_session(
-        self, legacy: LegacySession, message: dict[str, Any], what: str
+        self, legacy: HTTPSession, message: dict[str, Any], what: str
     ) -> None:
         """POST a response or notification on the session; failures are logged, as no caller
         waits for them."""

@@ -3,7 +3,7 @@
 A legacy server opens a session with its `initialize` response (`Mcp-Session-Id`), expects that
 id and the negotiated `MCP-Protocol-Version` on every later request, may push requests and
 notifications on any SSE stream (a POST's or the standalone GET stream), and may let a stream's
-connection drop and resume it on `GET` with `Last-Event-ID`. `LegacySession` holds what a
+connection drop and resume it on `GET` with `Last-Event-ID`. `HTTPSession` holds what a
 client keeps for that: the header blocks, the server requests already answered, and the tasks
 the session runs (the GET stream, answers being sent). `StreamCursor` is where one stream
 stands: its last event id, the `retry` time the server asked for, and the ids already taken,
@@ -94,7 +94,7 @@ class StreamCursor:
         return max(MIN_RECONNECT_DELAY, min(wait, max(base, MAX_RECONNECT_DELAY)))
 
 
-class LegacySession:
+class HTTPSession:
     """One legacy session: its id (None when the server keeps none), its negotiated version,
     the headers every message carries, and the work it has running."""
 
