@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the MCP conformance suite (requirement set 2026-07-28) against this SDK.
+# Run the MCP conformance suite (requirement sets 2026-07-28 and 2025-11-25) against this SDK.
 #
 #   conformance/run.sh            # both legs
 #   conformance/run.sh server     # only the server leg (conformance/server.py)
@@ -14,9 +14,10 @@
 # in MCP_CONFORMANCE_SCENARIO, the revision in MCP_CONFORMANCE_PROTOCOL_VERSION
 # (and scenario data, when it has any, as JSON in MCP_CONFORMANCE_CONTEXT).
 #
-# Both legs judge results against conformance/expected-failures.yml. Exit status
-# is non-zero on any unexpected failure, on a baseline entry that now passes, or
-# when the server never comes up.
+# Both legs judge results against conformance/expected-failures.yml. Unscored
+# scenarios this SDK passes are held to it (the HELD_* lists below): they count like
+# scored ones. Exit status is non-zero on any unexpected failure (held scenarios
+# included), on a baseline entry that now passes, or when the server never comes up.
 #
 # Environment:
 #   PYTHON                      interpreter for server.py/client.py (default python3)
@@ -44,6 +45,12 @@ readonly SUITE_DIR="$CACHE/node_modules/$SUITE_PACKAGE"
 readonly SUITE="$SUITE_DIR/dist/index.js"
 readonly RESULTS="$CACHE/results"
 readonly EXPECTED="conformance/expected-failures.yml"
+readonly LEGACY_REVISION="2025-11-25"
+# Unscored scenarios this SDK passes and must keep passing: counted like scored ones, so a
+# regression fails the run. (Server scenarios by requirement set; client ones run forced.)
+readonly HELD_SERVER_2026_07_28="json-schema-2020-12 http-header-validation http-custom-header-server-validation"
+readonly HELD_SERVER_2025_11_25="server-session-lifecycle json-schema-2020-12 server-sse-polling"
+readonly HELD_CLIENT="json-schema-2020-12-preservation"
 
 PYTHON="${PYTHON:-python3}"
 SERVER_SCRIPT="${CONFORMANCE_SERVER:-conformance/server.py}"
@@ -181,18 +188,17 @@ run_server_leg() {
   fi
 
   # One server process serves both eras: the current requirement set, then the last
-  # initialize-based one (legacy sessions on the same endpoint). The summary counts the
-  # first; the second is judged by the suite's exit status, and its checks are left in
-  # results/server-2025-11-25.
+  # initialize-based one (legacy sessions on the same endpoint). Both are summed as the
+  # server leg; their checks are left in results/server and results/server-$LEGACY_REVISION.
   log "server leg: conformance server --requirements $REVISION against $url"
   rc=0
   suite server --url "$url" --requirements "$REVISION" \
     --expected-failures "$EXPECTED" --output-dir "$RESULTS/server" \
     2>&1 | tee "$RESULTS/server-leg.log" || rc=$?
-  log "server leg: conformance server --requirements 2025-11-25 against $url"
-  suite server --url "$url" --requirements 2025-11-25 \
-    --expected-failures "$EXPECTED" --output-dir "$RESULTS/server-2025-11-25" \
-    2>&1 | tee "$RESULTS/server-leg-2025-11-25.log" || rc=$?
+  log "server leg: conformance server --requirements $LEGACY_REVISION against $url"
+  suite server --url "$url" --requirements "$LEGACY_REVISION" \
+    --expected-failures "$EXPECTED" --output-dir "$RESULTS/server-$LEGACY_REVISION" \
+    2>&1 | tee "$RESULTS/server-leg-$LEGACY_REVISION.log" || rc=$?
 
   if ! kill -0 "$SERVER_PID" 2>/dev/null; then
     echo "conformance: the server died during the run; see ${RESULTS#"$ROOT"/}/server.log" >&2
@@ -223,9 +229,12 @@ in_baseline() {
 run_client_leg() {
   local scenarios=() scenario revision rc failed=0
   mkdir -p "$RESULTS/client"
-  for revision in "$REVISION" 2025-11-25; do
+  local held
+  read -r -a held <<<"$HELD_CLIENT"
+  for revision in "$REVISION" "$LEGACY_REVISION"; do
     mapfile -t scenarios < <(client_scenarios "$revision")
     ((${#scenarios[@]} > 0)) || die "found no client scenarios for $revision in the suite listing"
+    scenarios+=("${held[@]}")
     log "client leg ($revision): ${#scenarios[@]} scenarios: ${scenarios[*]}"
     for scenario in "${scenarios[@]}"; do
       log "client scenario $scenario ($revision)"
@@ -233,8 +242,9 @@ run_client_leg() {
       rc=0
       # The suite splits --command on spaces and appends the scenario server's
       # URL, so neither the interpreter nor the script path may contain spaces.
+      # --force runs the held unscored scenarios at a revision that does not list them.
       suite client --command "$PYTHON $CLIENT_SCRIPT" --scenario "$scenario" \
-        --spec-version "$revision" --expected-failures "$EXPECTED" \
+        --spec-version "$revision" --force --expected-failures "$EXPECTED" \
         --output-dir "$RESULTS/client" 2>&1 | tee "$scenario_log" || rc=$?
       # With a baseline the suite judges only the checks, so a client that hangs
       # or crashes after its requests passes silently. Count that as a failure
@@ -256,14 +266,19 @@ run_client_leg() {
 # skipped, so the closing line agrees with the exit status.
 # Arguments: the exit status of each leg, or "-" for a leg that did not run.
 summarize() {
-  "$PYTHON" - "$RESULTS" "$SUITE_DIR/requirements/$REVISION.yaml" "$EXPECTED" "$@" <<'PY'
+  local server_rc="$1" client_rc="$2" reqs="$SUITE_DIR/requirements"
+  "$PYTHON" - "$RESULTS" "$EXPECTED" \
+    "server|server|$reqs/$REVISION.yaml|$HELD_SERVER_2026_07_28|$server_rc" \
+    "server|server-$LEGACY_REVISION|$reqs/$LEGACY_REVISION.yaml|$HELD_SERVER_2025_11_25|$server_rc" \
+    "client|client|-|$HELD_CLIENT|$client_rc" <<'PY'
 import json
 import pathlib
 import re
 import sys
 
-results, requirements, baseline_file = map(pathlib.Path, sys.argv[1:4])
-leg_status = dict(zip(("server", "client"), sys.argv[4:6]))
+results, baseline_file = map(pathlib.Path, sys.argv[1:3])
+# Each leg: kind|results folder|requirements file|held unscored scenarios|exit status.
+legs = [arg.split("|") for arg in sys.argv[3:]]
 
 
 def yaml_lists(path):
@@ -284,13 +299,15 @@ def yaml_lists(path):
     return lists
 
 
-scored = yaml_lists(requirements)
 baseline = yaml_lists(baseline_file) if baseline_file.exists() else {}
 totals = {}
-for leg in ("server", "client"):
-    if leg_status.get(leg, "-") == "-":
+for leg, folder, requirements, held, status in legs:
+    if status == "-":
         continue
-    leg_dir = results / leg
+    scored = set(yaml_lists(pathlib.Path(requirements)).get(leg, [])) if leg == "server" else None
+    if scored is not None:
+        scored.update(held.split())
+    leg_dir = results / folder
     whole = {e for e in baseline.get(leg, []) if ":" not in e}
     per_check = {}
     for entry in baseline.get(leg, []):
@@ -304,7 +321,7 @@ for leg in ("server", "client"):
         name = re.sub(r"-\d{4}-\d{2}-\d{2}T[\d-]+Z$", "", name)
         if leg == "server":
             name = name.removeprefix("server-")
-        if leg == "server" and name not in scored.get("server", []):
+        if scored is not None and name not in scored:
             continue
         checks = json.loads(checks_file.read_text())
         bad = [c for c in checks if c["status"] in ("FAILURE", "WARNING")]
@@ -330,19 +347,23 @@ for leg in ("server", "client"):
         for check in sorted(excused & ok_ids):
             failed += 1
             problems.append(f"{name}:{check}: listed in the baseline but passes now (remove it)")
-    if leg_status[leg] != "0" and failed == 0:
+    last_of_leg = all(other[0] != leg for other in legs[legs.index([leg, folder, requirements, held, status]) + 1 :])
+    if status != "0" and last_of_leg and not any(t[1] for k, t in totals.items() if k[0] == leg) and failed == 0:
         # The suite failed the leg for a reason no check shows (server never
         # came up, client crashed or hung, suite error): count it once.
         failed = 1
-        problems.append(f"the {leg} leg failed (exit {leg_status[leg]}); see the log above")
-    totals[leg] = (passed, failed, skipped)
-    print(f"{leg} leg (scored scenarios): {passed} passed, {failed} failed, {skipped} skipped")
+        problems.append(f"the {leg} leg failed (exit {status}); see the log above")
+    totals[(leg, folder)] = (passed, failed, skipped)
+    label = folder if folder != leg else f"{leg} leg"
+    print(f"{label} (scored and held scenarios): {passed} passed, {failed} failed, {skipped} skipped")
     for p in problems:
         print(f"  x {p[:300]}")
 passed = sum(t[0] for t in totals.values())
 failed = sum(t[1] for t in totals.values())
 skipped = sum(t[2] for t in totals.values())
 print(f"conformance: {passed} passed, {failed} failed, {skipped} skipped")
+# A held (unscored) scenario that regressed fails the run even when the suite passed it over.
+sys.exit(1 if failed else 0)
 PY
 }
 
@@ -377,10 +398,12 @@ main() {
   fi
 
   echo
-  summarize "$server_rc" "$client_rc" || echo "conformance: could not summarize the results" >&2
+  local summary_rc=0
+  summarize "$server_rc" "$client_rc" || summary_rc=$?
   log "total time $((SECONDS - started))s; results in ${RESULTS#"$ROOT"/}/"
-  if [[ "$server_rc" != [-0] || "$client_rc" != [-0] ]]; then
-    echo "conformance: FAILED (server leg exit $server_rc, client leg exit $client_rc)" >&2
+  if [[ "$server_rc" != [-0] || "$client_rc" != [-0] || "$summary_rc" != 0 ]]; then
+    echo "conformance: FAILED (server leg exit $server_rc, client leg exit $client_rc," \
+      "summary exit $summary_rc)" >&2
     exit 1
   fi
   echo "conformance: OK"
