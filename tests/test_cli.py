@@ -594,18 +594,88 @@ def test_main_without_a_command_shows_help(capsys: pytest.CaptureFixture[str]) -
 # --- mrtr demo ------------------------------------------------------------------------------
 
 
-def test_demo_runs_and_shows_the_rounds() -> None:
+def structured_content(part: str) -> dict[str, Any]:
+    """The JSON the demo printed under "structured content:" in `part`."""
+    lines = part.split("structured content:\n", 1)[1].splitlines()
+    block: list[str] = []
+    for line in lines:
+        block.append(line)
+        if line == "    }":
+            break
+    found: dict[str, Any] = json.loads("\n".join(block))
+    return found
+
+
+def test_demo_runs_the_same_tool_on_both_eras() -> None:
     done = run_cli("demo")
     assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
     out = done.stdout
-    tool_part = out.split("[1/3]")[1].split("[2/3]")[0]
+    modern, legacy = out.split("== 2026-07-28:")[1].split("== 2025-11-25:")
+
+    # 2026-07-28: the questions come as MRTR rounds, the state sealed and echoed.
+    tool_part = modern.split("[1/3]")[1].split("[2/3]")[0]
     assert "round 1: input_required, asking for confirm" in tool_part
     assert "round 2: input_required, asking for shipping" in tool_part
     assert "round 3: input_required, asking for gift_note, receipt_folder" in tool_part
     assert "requestState:" in tool_part
-    assert '"status": "placed"' in tool_part
-    assert "[3/3] resources/read orders://" in out
-    assert done.stderr == ""
+    assert "negotiated: 2026-07-28 (modern era)" in tool_part
+    assert "[3/3] resources/read orders://" in modern
+    first = structured_content(tool_part)
+    assert first["status"] == "placed"
+
+    # 2025-11-25: the same questions asked live on the session, answered by the same handlers.
+    assert "negotiated: 2025-11-25 (legacy era)" in legacy
+    assert "round " not in legacy and "requestState" not in legacy
+    asked = [line.split(": ", 1)[1] for line in legacy.splitlines() if "server request " in line]
+    assert asked[:2] == [
+        'elicitation/create "Place an order for 2 x espresso beans at 9.50 each?"',
+        'elicitation/create "Where should we ship it?"',
+    ]
+    # The note and the roots are asked together, so they may arrive in either order.
+    assert sorted(asked[2:]) == [
+        "roots/list",
+        'sampling/createMessage "Write a one-line gift note to go with espresso beans."',
+    ]
+    assert 'answered: accept {"region": "eu", "express": true}' in legacy
+    second = structured_content(legacy)
+    assert second["order_id"] != first["order_id"]  # a second order ...
+    del first["order_id"], second["order_id"]
+    assert second == first  # ... otherwise the same result
+    assert out.rstrip().endswith(
+        "done: one set of handlers; 5 MRTR rounds on 2026-07-28, 4 live requests on 2025-11-25."
+    )
+
+
+def test_demo_fails_with_a_clear_message_when_the_legacy_client_is_turned_away(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mrtr import ServerOptions
+    from mrtr.cli import demo, demo_server
+    from mrtr.server.options import InputRequiredConfig
+
+    # The demo's own handlers on a server that serves 2026-07-28 only.
+    modern_only = ServerOptions(input_required=InputRequiredConfig(legacy_shim=False))
+    shop = Server("mrtr-demo-shop", options=modern_only)
+    shop.tool()(demo_server.place_order)
+    shop.prompt()(demo_server.order_update_email)
+    shop.resource_template("orders://{order_id}")(demo_server.order_details)
+    monkeypatch.setattr(demo, "demo_server", shop)
+    assert demo.demo_main() == 1
+    out, err = capsys.readouterr()
+    assert "negotiated: 2026-07-28 (modern era)" in out  # the modern part ran as scripted
+    assert err.startswith("mrtr demo: failed: error -32022: initialize is not part of")
+    assert err.count("\n") == 1  # one line, no traceback
+
+
+def test_demo_that_cannot_listen_exits_1_saying_why() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        done = run_cli("demo", "--port", str(taken.getsockname()[1]))
+    assert done.returncode == 1
+    assert done.stderr.startswith("mrtr demo: failed: cannot listen on 127.0.0.1:")
+    assert "Traceback" not in done.stderr
 
 
 # --- over Streamable HTTP -------------------------------------------------------------------

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -21,9 +23,13 @@ import pytest
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from pydantic import BaseModel
+from starlette.applications import Starlette
+from starlette.routing import Route
 
 from mrtr import Client, ClientOptions, ElicitRequestParams, ElicitResult, TextContent
+from mrtr.client import era as eras
 from mrtr.protocol.errors import (
     CONNECTION_CLOSED,
     HTTP_ERROR,
@@ -224,20 +230,32 @@ class Hit:
 @contextlib.asynccontextmanager
 async def serve_official(**app_options: Any) -> AsyncIterator[tuple[str, Recorder]]:
     """The official server, stateful legacy streamable HTTP, on 127.0.0.1:<free port>/mcp."""
-    recorder = Recorder(official_server().streamable_http_app(**app_options))
+    async with serve_recorded(official_server().streamable_http_app(**app_options)) as served:
+        yield served
+
+
+@contextlib.asynccontextmanager
+async def serve_recorded(app: Any) -> AsyncIterator[tuple[str, Recorder]]:
+    """`app` (with its lifespan) on 127.0.0.1:<free port>, every HTTP request recorded; yields
+    the URL of its `/mcp` endpoint and the recorder."""
+    recorder = Recorder(app)
     config = uvicorn.Config(
         recorder, host="127.0.0.1", port=0, log_level="warning", access_log=False, lifespan="on"
     )
     server = LoopbackUvicorn(config)
     task = asyncio.create_task(server.serve())
+    url = ""
     try:
         await eventually(lambda: server.started or task.done(), "the official server to start")
         assert server.started, "the official server did not start"
         port = server.servers[0].sockets[0].getsockname()[1]
-        yield f"http://127.0.0.1:{port}/mcp", recorder
+        url = f"http://127.0.0.1:{port}/mcp"
+        yield url, recorder
     finally:
         server.should_exit = True
         await asyncio.wait_for(task, GUARD)
+        # A client's era verdict outlives the server: a later one on this port must not inherit it.
+        eras.forget(url)
 
 
 MODERN_ONLY = ("mcp-method", "mcp-name")
@@ -373,6 +391,118 @@ async def test_client_over_the_official_server_in_a_legacy_session() -> None:
         assert len(recorder.of("GET")) == 1
         (delete,) = recorder.of("DELETE")
         assert delete.headers["mcp-session-id"] == opening_session_id(recorder)
+
+
+# --- auto mode: one client script, the official server of either era ------------------------
+
+_SHOP = Path(__file__).resolve().parent / "servers" / "official_shop.py"
+_shop_spec = importlib.util.spec_from_file_location("official_shop", _SHOP)
+assert _shop_spec is not None and _shop_spec.loader is not None
+official_shop = importlib.util.module_from_spec(_shop_spec)
+_shop_spec.loader.exec_module(official_shop)
+
+
+class LegacyOnlySessions(StreamableHTTPSessionManager):
+    """The official SDK's stateful Streamable HTTP sessions without its 2026-07-28 entry: every
+    request goes to the `initialize`-based session transport, as on a server of 2025-11-25.
+
+    The official app routes any request whose `MCP-Protocol-Version` header names a modern
+    version to its stateless entry, where a classic `ctx.elicit()` has no session to ask on, so
+    a legacy-only server is this transport alone (as `official_shop.py legacy` is over stdio).
+    """
+
+    async def _handle_request(self, scope: Any, receive: Any, send: Any) -> None:
+        await self._handle_stateful_request(scope, receive, send)
+
+
+def official_shop_app(era: str) -> Any:
+    """`official_shop.build(era)` over Streamable HTTP: legacy-only sessions, or the official
+    dual-era app (which serves a 2026-07-28 request statelessly)."""
+    server = official_shop.build(era)
+    if era == "modern":
+        return server.streamable_http_app()
+    manager = LegacyOnlySessions(server._lowlevel_server)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+
+    route = Route("/mcp", endpoint=StreamableHTTPASGIApp(manager))
+    return Starlette(routes=[route], lifespan=lifespan)
+
+
+async def order_book(url: str) -> tuple[str | None, str | None, list[str], list[str]]:
+    """The one client script, unchanged whatever the server speaks: (era, negotiated version,
+    the questions asked, the two results' texts)."""
+    asked: list[str] = []
+
+    def answer(params: ElicitRequestParams) -> ElicitResult:
+        asked.append(params.message)
+        return ElicitResult(action="accept", content={"region": "eu"})
+
+    async with Client.http(url, elicitation_handler=answer) as client:
+        assert client.era is None  # nothing decided before the first exchange
+        ordered = await client.call_tool("order", {"item": "book"})
+        added = await client.call_tool("add", {"a": 2, "b": 3})
+        texts = [
+            r.content[0].text for r in (ordered, added) if isinstance(r.content[0], TextContent)
+        ]
+        return client.era, client.protocol_version, asked, texts
+
+
+def posted(recorder: Recorder) -> list[tuple[str | None, str | None, int]]:
+    """Each POST's JSON-RPC method (None for an answer), `MCP-Protocol-Version` and status."""
+    hits = recorder.of("POST")
+    return [
+        ((h.message() or {}).get("method"), h.headers.get("mcp-protocol-version"), h.status)
+        for h in hits
+    ]
+
+
+async def test_auto_mode_one_client_script_passes_on_official_http_servers_of_both_eras() -> None:
+    expected_texts = ["Ordered book, shipping to eu", "5"]
+
+    async with serve_recorded(official_shop_app("legacy")) as (url, recorder):
+        era, version, asked, texts = await order_book(url)
+        assert (era, version) == ("legacy", VERSION)
+        assert asked == ["Ship book to which region?"]  # asked live, on the session
+        assert texts == expected_texts
+        # The first request went in the modern shape; the legacy server's 400 (no session)
+        # decided the era, and the client opened a session and carried on.
+        assert posted(recorder)[:3] == [
+            ("tools/call", "2026-07-28", 400),
+            ("initialize", None, 200),
+            ("notifications/initialized", VERSION, 202),
+        ]
+        # The question came as a request on the call's own stream; the answer, as a POST.
+        order_call = recorder.of("POST")[3]
+        assert order_call.message()["params"]["name"] == "order"
+        assert b'"method":"elicitation/create"' in order_call.reply
+        assert [m for m, _, _ in posted(recorder)].count(None) == 1
+        (delete,) = recorder.of("DELETE")
+        assert delete.headers["mcp-session-id"] == opening_session_id(recorder)
+        # The verdict belongs to the server: a second client opens with `initialize` at once.
+        before = len(recorder.of("POST"))
+        assert (await order_book(url))[:2] == ("legacy", VERSION)
+        assert posted(recorder)[before][:2] == ("initialize", None)
+
+    async with serve_recorded(official_shop_app("modern")) as (url, recorder):
+        era, version, asked, texts = await order_book(url)
+        assert (era, version) == ("modern", "2026-07-28")
+        assert asked == ["Ship book to which region?"]  # asked in an MRTR round
+        assert texts == expected_texts
+        # Stateless: no handshake, no session; `order` took a round and its retry.
+        assert [m for m, _, _ in posted(recorder)] == ["tools/call"] * 3
+        assert all(v == "2026-07-28" and s == 200 for _, v, s in posted(recorder))
+        first, retry = (h.message() for h in recorder.of("POST")[:2])
+        sent = orjson.loads(recorder.of("POST")[0].reply)["result"]
+        assert sent["resultType"] == "input_required"
+        assert retry["params"]["requestState"] == sent["requestState"]  # echoed unchanged
+        assert retry["id"] != first["id"]
+        assert retry["params"]["inputResponses"]["region"]["content"] == {"region": "eu"}
+        assert not recorder.of("GET") and not recorder.of("DELETE")
+        assert not any("mcp-session-id" in h.headers for h in recorder.hits)
 
 
 # --- a scripted legacy server -----------------------------------------------------------------

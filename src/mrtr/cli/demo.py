@@ -1,9 +1,11 @@
-"""`mrtr demo`: the demo shop on loopback HTTP and a scripted client, printing every round.
+"""`mrtr demo`: the demo shop on loopback HTTP and scripted clients of both protocol eras.
 
-The server (`demo_server.py`) runs under uvicorn in this process and event loop; the client
-answers every question with scripted handlers and reports each MRTR round through
+The server (`demo_server.py`) runs under uvicorn in this process and event loop. A 2026-07-28
+client answers every question with scripted handlers and reports each MRTR round through
 `ClientOptions.on_round`: what the server asked (key, method, message), what was answered,
-and how big the sealed `requestState` was.
+and how big the sealed `requestState` was. Then a legacy (2025-11-25) client calls the same
+tool on the same endpoint, and the same handlers answer the server's live requests on its
+session; its result must match the modern one.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 import uvicorn
 
@@ -33,6 +35,7 @@ from ..protocol.types import (
     Root,
     TextContent,
 )
+from ..protocol.versions import LATEST_PROTOCOL_VERSION, LEGACY_PROTOCOL_VERSIONS
 from ..server.server import Server
 from .demo_server import server as demo_server
 from .results import describe_block
@@ -73,6 +76,9 @@ class DemoClient:
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.rounds = 0
+        #: Methods of the server's live requests on a legacy session, in arrival order.
+        self.live_requests: list[str] = []
+        self.live = False  # True while a legacy client calls: questions are printed at once
         self._asked: list[list[str]] = []
 
     def say(self, text: str = "") -> None:
@@ -80,8 +86,16 @@ class DemoClient:
         print(text, file=self.out, flush=True)
 
     def _record(self, question: str, details: list[str], answer: str) -> None:
-        # Handlers start in the order of the round's keys, so records pair up with them.
-        self._asked.append([question, *details, f"answered: {answer}"])
+        lines = [question, *details, f"answered: {answer}"]
+        if not self.live:
+            # Handlers start in the order of the round's keys, so records pair up with them.
+            self._asked.append(lines)
+            return
+        self.live_requests.append(question.split(" ", 1)[0])
+        label = f"server request {len(self.live_requests)}:"
+        self.say(f"  {label} {lines[0]}")
+        for line in lines[1:]:
+            self.say(f"  {' ' * len(label)} {line}")
 
     def elicit(self, params: ElicitRequestParams) -> ElicitResult:
         """The elicitation handler."""
@@ -140,11 +154,13 @@ class DemoClient:
             "echoed back unchanged on the retry"
         )
 
-    def client(self, url: str) -> Client:
-        """The scripted client for `url`."""
+    def client(self, url: str, *, legacy: bool = False) -> Client:
+        """The scripted client for `url`: its era set by the server's first answer, or an
+        `initialize`-based (legacy) session when `legacy`."""
+        protocol: Literal["auto", "legacy"] = "legacy" if legacy else "auto"
         return Client.http(
             url,
-            options=ClientOptions(on_round=self.on_round),
+            options=ClientOptions(on_round=self.on_round, protocol=protocol),
             elicitation_handler=self.elicit,
             sampling_handler=self.sample,
             roots_handler=self.list_roots,
@@ -189,24 +205,41 @@ async def serving(server: Server, port: int) -> AsyncIterator[str]:
         sock.close()
 
 
+ORDER_ARGUMENTS: dict[str, Any] = {"item": "espresso beans", "quantity": 2}
+_ORDER_CALL = f"tools/call place_order {json.dumps(ORDER_ARGUMENTS)}"
+_MODERN = LATEST_PROTOCOL_VERSION
+_LEGACY = LEGACY_PROTOCOL_VERSIONS[0]
+#: The legacy session's live requests: two forms, then a note and the roots, which the
+#: handler asks together (so they may come in either order).
+_LIVE_FORMS = ["elicitation/create", "elicitation/create"]
+_LIVE_TOGETHER = {"sampling/createMessage", "roots/list"}
+
+
 async def run_demo(port: int = 0, out: TextIO | None = None) -> None:
     """Run the whole demo; raises `DemoFailed` (or `McpError`) when it does not go as scripted."""
     demo = DemoClient(out if out is not None else sys.stdout)
     say = demo.say
     async with serving(demo_server, port) as url:
-        say("mrtr demo: Multi Round-Trip Requests over Streamable HTTP, on loopback")
+        say("mrtr demo: one server, two protocol eras, over Streamable HTTP on loopback")
         say(f"  server: {demo_server.name} {demo_server.version} at {url}")
-        say("  client: answers every question with scripted handlers (no person, no LLM)")
+        say("  clients: answer every question with scripted handlers (no person, no LLM)")
+        say("  The shop's handlers ask mid-body (`await ctx.elicit(...)`) and are written once;")
+        say("  the server answers each era in its own way, so both clients work with them:")
+        say(f"    {_MODERN}: each question is an MRTR round (the client answers, then retries)")
+        say(f"    {_LEGACY}: each question is a live request on the client's session")
+        say("")
+        say(f"== {_MODERN}: Multi Round-Trip Requests, stateless ==")
+        say('  client: protocol="auto" (the server\'s first answer decides the era)')
         async with demo.client(url) as client:
             say("")
-            say('[1/3] tools/call place_order {"item": "espresso beans", "quantity": 2}')
-            before = demo.rounds
-            tool = await client.call_tool("place_order", {"item": "espresso beans", "quantity": 2})
-            rounds = demo.rounds - before
+            say(f"[1/3] {_ORDER_CALL}")
+            tool = await client.call_tool("place_order", ORDER_ARGUMENTS)
+            rounds = demo.rounds
             order = _check_order(tool, rounds)
             say(f"  result after {rounds} rounds ({rounds + 1} requests), structured content:")
-            for line in json.dumps(order, indent=2).splitlines():
-                say(f"    {line}")
+            _show(demo, order)
+            modern = _negotiated(client, "modern")
+            say(f"  negotiated: {modern} (modern era)")
 
             order_id = str(order["order_id"])
             say("")
@@ -221,21 +254,71 @@ async def run_demo(port: int = 0, out: TextIO | None = None) -> None:
             for contents in resource.contents:
                 text = getattr(contents, "text", None)
                 say(f"  result: {text if text is not None else '(binary contents)'}")
+        modern_rounds = demo.rounds
         say("")
-        say(f"done: 3 calls, {demo.rounds} input_required rounds, all answered.")
-        say("Each round was an independent HTTP request; the server kept no state between them:")
-        say("everything it needed came back in the sealed requestState.")
+        n = modern_rounds
+        say(f"  {n} input_required rounds, each an independent HTTP request; the server kept")
+        say("  no state between them: all it needed came back in the sealed requestState.")
+
+        say("")
+        say(f"== {_LEGACY}: initialize, then one session (Mcp-Session-Id) ==")
+        say('  client: protocol="legacy" (as a client of an earlier revision opens)')
+        say("")
+        say(f"[1/1] {_ORDER_CALL}")
+        say("  (each question comes as a request of the server's own, in the middle of the call)")
+        demo.live = True
+        async with demo.client(url, legacy=True) as client:
+            tool = await client.call_tool("place_order", ORDER_ARGUMENTS)
+            legacy = _negotiated(client, "legacy")
+        if demo.rounds != modern_rounds:
+            raise DemoFailed("the legacy client got input_required rounds, not live requests")
+        asked = demo.live_requests
+        again = _check_order(tool, len(asked))
+        say(f"  result after {len(asked)} live requests, in one tools/call, structured content:")
+        _show(demo, again)
+        _check_live(asked)
+        _check_same(order, again)
+        say(f"  negotiated: {legacy} (legacy era)")
+        say(f"  the same result as on {modern}, but for order_id (it is a second order)")
+        say("")
+        say(f"done: one set of handlers; {modern_rounds} MRTR rounds on {modern}, "
+            f"{len(asked)} live requests on {legacy}.")  # fmt: skip
 
 
-def _check_order(result: CallToolResult, rounds: int) -> dict[str, Any]:
+def _show(demo: DemoClient, order: dict[str, Any]) -> None:
+    for line in json.dumps(order, indent=2).splitlines():
+        demo.say(f"    {line}")
+
+
+def _negotiated(client: Client, era: str) -> str:
+    """The client's protocol version, once it is sure it speaks `era`."""
+    if client.era != era:
+        raise DemoFailed(f"the client speaks the {client.era} era; expected the {era} one")
+    return client.protocol_version
+
+
+def _check_live(asked: list[str]) -> None:
+    if len(asked) != 4 or asked[:2] != _LIVE_FORMS or set(asked[2:]) != _LIVE_TOGETHER:
+        raise DemoFailed(f"the legacy session asked {asked}; expected {_LIVE_FORMS} and then "
+                         f"{' and '.join(sorted(_LIVE_TOGETHER))}")  # fmt: skip
+
+
+def _check_same(modern: dict[str, Any], legacy: dict[str, Any]) -> None:
+    ours = {key: value for key, value in modern.items() if key != "order_id"}
+    theirs = {key: value for key, value in legacy.items() if key != "order_id"}
+    if ours != theirs:
+        raise DemoFailed(f"the legacy result {theirs} differs from the modern one {ours}")
+
+
+def _check_order(result: CallToolResult, asked: int) -> dict[str, Any]:
     if result.is_error:
         text = " ".join(describe_block(b.to_wire()) for b in result.content)
         raise DemoFailed(f"place_order failed: {text}")
     order = result.structured_content
     if not isinstance(order, dict) or order.get("status") != "placed":
         raise DemoFailed(f"place_order did not place the order: {order!r}")
-    if rounds < 2:
-        raise DemoFailed(f"place_order took {rounds} input_required rounds; expected at least 2")
+    if asked < 2:
+        raise DemoFailed(f"place_order asked {asked} times; expected at least 2")
     return order
 
 

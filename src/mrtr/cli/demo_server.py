@@ -9,6 +9,9 @@ It uses only the public `mrtr` API, so it doubles as an example. Serve it yourse
   together in one round.
 * `order_update_email` (prompt) asks which tone the email should have.
 * `orders://{order_id}` (resource template) asks before revealing an order.
+
+Each question is an MRTR round for a 2026-07-28 client, and a live request on the session for
+a legacy (`initialize`-based) one: the handlers are the same for both.
 """
 
 from __future__ import annotations
