@@ -1,4 +1,4 @@
-"""The `mrtr` command line: `mrtr serve`, `mrtr call` and `mrtr demo`.
+"""The `mrtr` command line: `serve`, `call`, `list`, `inspect`, `install` and `demo`.
 
 Exit status: 0 on success, 1 when the call or the server failed (a tool result flagged
 `isError`, an MCP error, an unreachable server), 2 for a usage error, 130 when interrupted.
@@ -12,8 +12,11 @@ import math
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from .. import __version__
+from ..server.lifespan import LifespanError
+from ..settings import LOG_LEVELS
 from ..transport.http_limits import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
@@ -23,6 +26,7 @@ from ..transport.http_limits import (
     DEFAULT_MAX_INFLIGHT_BODY_BYTES,
     check_body_sizes,
 )
+from .install import HOSTS
 
 _CALL_USAGE = """\
 mrtr call [options] URL TOOL [key=value ...]
@@ -69,6 +73,44 @@ def build_parser() -> argparse.ArgumentParser:
     return _build()[0]
 
 
+_DESCRIBE = (
+    ("list", "list a server's tools, prompts and resources",
+     "Connect to a server of either protocol era and list what it offers."),
+    ("inspect", "print a server's full description as JSON",
+     "Connect to a server of either protocol era and print, as one JSON object, its identity, "
+     "era, protocol version, capabilities, instructions, and every tool, prompt, resource and "
+     "resource template as it lists them."),
+)  # fmt: skip
+
+_DESCRIBE_EPILOG = """\
+The server is a Streamable HTTP endpoint (URL) or a command that speaks MCP over stdio,
+given after "--".
+
+examples:
+  mrtr {name} http://127.0.0.1:8000/mcp
+  mrtr {name} -- mrtr serve examples/shop.py:server
+  mrtr {name} --protocol legacy -- python server.py"""
+
+_INSTALL_EPILOG = """\
+Where each host keeps its servers (--config PATH writes another file):
+  claude-desktop  claude_desktop_config.json in ~/Library/Application Support/Claude
+                  (macOS), %APPDATA%\\Claude (Windows) or ~/.config/Claude (Linux)
+  claude-code     `claude mcp add-json` when claude is on PATH, else ./.mcp.json
+  cursor          ~/.cursor/mcp.json, or ./.cursor/mcp.json with --project
+  vscode          ./.vscode/mcp.json
+  json            printed to stdout, for any other host
+
+The entry runs `uv run --with mrtr... mrtr serve /abs/FILE.py:ATTR` when uv is on PATH
+(with --with and --with-editable packages), else this Python with `-m mrtr serve`. Other
+entries are kept, the previous file is kept as FILE.bak, and an entry of the same name is
+replaced only with --force.
+
+examples:
+  mrtr install claude-desktop examples/shop.py:server
+  mrtr install vscode shop.py --with httpx --env API_KEY=... --name my-shop
+  mrtr install json shop.py:server --env-file .env"""
+
+
 def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     parser = argparse.ArgumentParser(
         prog="mrtr",
@@ -77,6 +119,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     )
     parser.add_argument("--version", action="version", version=f"mrtr {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers: dict[str, argparse.ArgumentParser] = {}
 
     serve = commands.add_parser(
         "serve",
@@ -89,8 +132,12 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     serve.add_argument(
         "--transport",
         choices=("stdio", "http"),
-        default="stdio",
         help="stdio (default) or http (Streamable HTTP at /mcp)",
+    )
+    serve.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        help="log records at this level and above go to stderr (default warning)",
     )
     serve.add_argument("--host", help="address to listen on with http (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to listen on with http (default 8000)")
@@ -135,6 +182,70 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
         help="an HTTP header to send with every request (HTTP only); repeatable",
     )
 
+    for name, text, description in _DESCRIBE:
+        describe = commands.add_parser(
+            name,
+            help=text,
+            usage=f"mrtr {name} [options] URL\n       mrtr {name} [options] -- COMMAND [ARG ...]",
+            description=description,
+            epilog=_DESCRIBE_EPILOG.format(name=name),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        describe.add_argument("url", nargs="?", metavar="URL", help="a Streamable HTTP endpoint")
+        describe.add_argument(
+            "--protocol",
+            choices=("auto", "modern", "legacy"),
+            default="auto",
+            help="the protocol era to speak (default auto: find out)",
+        )
+        subparsers[name] = describe
+
+    install = commands.add_parser(
+        "install",
+        help="add a server to an MCP host's configuration",
+        description="Add a server to the configuration of an MCP host, keeping its other "
+        "entries, so that the host starts it over stdio.",
+        epilog=_INSTALL_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    install.add_argument("host", choices=HOSTS, metavar="HOST", help=", ".join(HOSTS))
+    install.add_argument("target", metavar="FILE.py[:ATTR]", help="the server to run")
+    install.add_argument("--name", help="the entry's name (default: the Server's name)")
+    install.add_argument(
+        "--with",
+        dest="with_packages",
+        action="append",
+        default=[],
+        metavar="PKG",
+        help="a package the server needs (through uv); repeatable",
+    )
+    install.add_argument(
+        "--with-editable",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a local project the server needs, installed editable (through uv); repeatable",
+    )
+    install.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for the server; repeatable",
+    )
+    install.add_argument(
+        "--env-file", metavar="FILE", help="environment variables from a dotenv file"
+    )
+    install.add_argument(
+        "--config", type=Path, metavar="PATH", help="the configuration file to write"
+    )
+    install.add_argument(
+        "--project",
+        action="store_true",
+        help="cursor: the project's .cursor/mcp.json instead of ~/.cursor/mcp.json",
+    )
+    install.add_argument("--force", action="store_true", help="replace an entry of the same name")
+
     demo = commands.add_parser(
         "demo",
         help="run a live MRTR demo over loopback HTTP",
@@ -145,7 +256,8 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     demo.add_argument(
         "--port", type=int, default=0, help="port to listen on (default: any free port)"
     )
-    return parser, {"serve": serve, "call": call, "demo": demo}
+    subparsers.update({"serve": serve, "call": call, "install": install, "demo": demo})
+    return parser, subparsers
 
 
 # flag, whether it is in seconds (else a count), default, help
@@ -171,12 +283,23 @@ def _check_port(parser: argparse.ArgumentParser, port: int | None) -> None:
 
 
 def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from ..settings import SettingsError, http_options, log_level, serve_transport
     from .serve import TargetError, TargetImportError, serve
 
     _check_port(parser, args.port)
+    try:
+        args.transport = args.transport or serve_transport() or "stdio"
+        level = args.log_level or log_level() or "warning"
+        from_env = http_options() if args.transport == "http" else {}
+    except SettingsError as exc:
+        return _settings_error("serve", exc)
     if args.transport == "stdio" and (args.host is not None or args.port is not None):
         parser.error("--host and --port apply to --transport http only")
-    limits = {}
+    host = args.host if args.host is not None else from_env.pop("host", None)
+    port = args.port if args.port is not None else from_env.pop("port", None)
+    from_env.pop("host", None)
+    from_env.pop("port", None)
+    limits = from_env  # flags win over MRTR_* variables
     for flag, *_ in _HTTP_LIMITS:
         name = flag[2:].replace("-", "_")
         value = getattr(args, name)
@@ -197,15 +320,69 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except ValueError as exc:
         parser.error(f"--max-body-size, --max-inflight-body-bytes: {exc}")
     try:
-        serve(args.target, args.transport, args.host, args.port, **limits)
+        serve(args.target, args.transport, host, port, level, **limits)
     except TargetError as exc:
         parser.error(str(exc))
     except TargetImportError as exc:
         print(f"mrtr serve: {exc}", file=sys.stderr)
         return 1
+    except LifespanError as exc:  # the server's lifespan failed: it did not start
+        print(f"mrtr serve: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 0  # Ctrl-C is how a server is stopped: not a failure
     return 0
+
+
+def _settings_error(command: str, exc: Exception) -> int:
+    print(f"mrtr {command}: {exc}", file=sys.stderr)
+    return 2
+
+
+def _describe(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str], as_json: bool
+) -> int:
+    from .call import forward_server_stderr, is_url
+    from .listing import ServerTarget, run_listing
+
+    if args.url is not None and command:
+        parser.error("give either a URL or '-- COMMAND', not both")
+    if args.url is None and not command:
+        parser.error("no server: give a URL, or a command after '--'")
+    if args.url is not None and not is_url(args.url):
+        parser.error(f"{args.url!r} is not an http:// or https:// URL (a command goes after '--')")
+    if command:
+        forward_server_stderr()
+    target = ServerTarget(url=args.url, command=command, protocol=args.protocol)
+    return asyncio.run(run_listing(target, as_json))
+
+
+def _install(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from .install import InstallCommand, InstallError, parse_env_file, parse_env_pairs
+    from .serve import TargetError
+
+    try:
+        env = parse_env_file(args.env_file) if args.env_file else {}
+        env.update(parse_env_pairs(args.env))  # --env wins over the file
+        if args.name is not None and not args.name.strip():
+            parser.error("--name is empty")
+        command = InstallCommand(
+            host=args.host,
+            target=args.target,
+            name=args.name,
+            with_packages=args.with_packages,
+            with_editable=args.with_editable,
+            env=env,
+            config=args.config,
+            project=args.project,
+            force=args.force,
+        )
+        return command.run()
+    except TargetError as exc:
+        parser.error(str(exc))
+    except InstallError as exc:
+        print(f"mrtr install: {exc}", file=sys.stderr)
+        return 1
 
 
 def _call(parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str]) -> int:
@@ -266,7 +443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         sub = subparsers[name]
         rest, command = words[1:], []
-        if name == "call" and "--" in rest:
+        if name in ("call", "list", "inspect") and "--" in rest:
             cut = rest.index("--")
             rest, command = rest[:cut], rest[cut + 1 :]
         # Intermixed, so that options may come after the key=value words.
@@ -275,6 +452,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(sub, args)
         if name == "call":
             return _call(sub, args, command)
+        if name in ("list", "inspect"):
+            return _describe(sub, args, command, as_json=name == "inspect")
+        if name == "install":
+            return _install(sub, args)
         return _demo(sub, args)
     except SystemExit as exc:  # argparse: --help (0) and usage errors (2)
         return exc.code if isinstance(exc.code, int) else 2

@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from ..server.server import Server
+from ..settings import configure_logging
 
 
 class TargetError(Exception):
@@ -137,16 +138,25 @@ def _failure(where: str) -> str:
 
 
 def serve(
-    target: str, transport: str, host: str | None, port: int | None, **http_options: Any
+    target: str,
+    transport: str,
+    host: str | None,
+    port: int | None,
+    log_level: str = "warning",
+    **http_options: Any,
 ) -> None:
     """Load `target` and serve it until stopped (stdio: until stdin closes).
 
-    `http_options` go to `serve_http` (its limits: `header_timeout=`, `max_connections=`...).
+    Logs at `log_level` and above go to stderr (never stdout, which carries the protocol on
+    stdio). `http_options` go to `serve_http` (its limits: `header_timeout=`,
+    `max_connections=`...).
     """
+    configure_logging(log_level)
     server = load_server(target)
     if transport == "http":
         host = host or "127.0.0.1"
         port = 8000 if port is None else port
+        http_options.setdefault("log_level", log_level)  # uvicorn's own loggers too
         shown = f"[{host}]" if ":" in host else host
         print(
             f"mrtr: serving {server.name!r} over Streamable HTTP at http://{shown}:{port}/mcp",

@@ -1,0 +1,365 @@
+"""`mrtr install`: add a server to an MCP host's configuration.
+
+Each host keeps its stdio servers in a JSON file:
+
+| host | file | shape |
+| --- | --- | --- |
+| `claude-desktop` | `claude_desktop_config.json` in the OS's Claude folder | `mcpServers` |
+| `claude-code` | `claude mcp add-json` if `claude` is on PATH, else `./.mcp.json` | `mcpServers` |
+| `cursor` | `~/.cursor/mcp.json` (`--project`: `./.cursor/mcp.json`) | `mcpServers` |
+| `vscode` | `./.vscode/mcp.json` | `servers`, entries with `"type": "stdio"` |
+| `json` | printed, not written | `{name: entry}` |
+
+The entry runs `mrtr serve /absolute/file.py:ATTR` with the server's dependencies: through
+`uv run --with ...` when `uv` is on PATH (mrtr itself as the installed version, or the
+editable checkout this mrtr was installed from), otherwise with this Python interpreter.
+Merging keeps every other entry and top-level key, refuses to replace an entry of the same
+name without `--force`, keeps the previous file as `<file>.bak`, and replaces the file
+atomically (a temporary file renamed over it), so a host never reads half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, TextIO
+
+from .. import __version__
+from .serve import TargetError, TargetImportError, load_server, split_target
+
+HOSTS = ("claude-desktop", "claude-code", "cursor", "vscode", "json")
+
+
+class InstallError(Exception):
+    """Installing cannot go on; the message says why and what to do (exit status 1)."""
+
+
+@dataclass(slots=True)
+class ServerEntry:
+    """How a host starts the server: a command, its arguments and its environment."""
+
+    name: str
+    command: str
+    args: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+    def for_host(self, host: str) -> dict[str, Any]:
+        """The entry as `host`'s configuration file spells it."""
+        entry: dict[str, Any] = {"type": "stdio"} if host == "vscode" else {}
+        entry["command"] = self.command
+        entry["args"] = list(self.args)
+        if self.env:
+            entry["env"] = dict(self.env)
+        return entry
+
+
+def resolve_target(target: str) -> tuple[Path, str]:
+    """`file.py[:ATTR]` as an absolute path and attribute (default `server`).
+
+    A module name (`shop.app:server`) is refused: a host starts the server from a directory
+    of its own choosing, where the module would not be found.
+    """
+    where, attr = split_target(target)
+    path = Path(where)
+    if path.suffix != ".py":
+        raise TargetError(
+            f"{target!r}: give the server as FILE.py:ATTR (a module name depends on the "
+            "directory the host starts in)"
+        )
+    if not path.is_file():
+        raise TargetError(f"no such file: {where}")
+    return path.resolve(), attr or "server"
+
+
+def mrtr_requirement() -> list[str]:
+    """`uv run` arguments that provide this mrtr: the editable checkout it was installed from,
+    or the same version from the package index."""
+    try:
+        direct = metadata.distribution("mrtr").read_text("direct_url.json")
+    except metadata.PackageNotFoundError:
+        direct = None
+    if direct:
+        try:
+            origin = json.loads(direct)
+        except ValueError:
+            origin = {}
+        url = origin.get("url", "") if isinstance(origin, dict) else ""
+        editable = isinstance(origin, dict) and origin.get("dir_info", {}).get("editable")
+        if editable and isinstance(url, str) and url.startswith("file://"):
+            return ["--with-editable", _path_from_file_url(url)]
+    return ["--with", f"mrtr=={__version__}"]
+
+
+def _path_from_file_url(url: str) -> str:
+    from urllib.parse import unquote, urlparse
+
+    path = unquote(urlparse(url).path)
+    # file:///C:/work on Windows: drop the slash before the drive letter.
+    if len(path) > 2 and path[0] == "/" and path[2] == ":":
+        path = path[1:]
+    return str(Path(path))
+
+
+def server_command(
+    file: Path,
+    attr: str,
+    with_packages: Sequence[str] = (),
+    with_editable: Sequence[str] = (),
+    uv: str | None = None,
+) -> tuple[str, list[str]]:
+    """The command and arguments that serve `file:attr` over stdio.
+
+    With `uv` (its path): `uv run --with mrtr... [--with PKG] [--with-editable DIR] mrtr serve
+    FILE:ATTR`, so the host gets the dependencies whatever Python it finds. Without: this
+    interpreter runs `-m mrtr serve FILE:ATTR`.
+    """
+    serve = ["serve", f"{file}:{attr}"]
+    if uv is None:
+        return sys.executable, ["-m", "mrtr", *serve]
+    args = ["run", *mrtr_requirement()]
+    for package in with_packages:
+        args += ["--with", package]
+    for directory in with_editable:
+        args += ["--with-editable", str(Path(directory).resolve())]
+    return uv, [*args, "mrtr", *serve]
+
+
+def parse_env_pairs(pairs: Sequence[str]) -> dict[str, str]:
+    """`["K=V", ...]` as a dict; raises `InstallError` for a word that is not `K=V`."""
+    env: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not _is_env_name(name):
+            raise InstallError(f"--env {pair!r} is not NAME=VALUE")
+        env[name] = value
+    return env
+
+
+def parse_env_file(path: str | Path) -> dict[str, str]:
+    """The variables of a dotenv file: `NAME=VALUE` lines (an `export ` prefix and matching
+    quotes around the value allowed), blank lines and `#` comments skipped."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InstallError(f"--env-file {path}: cannot read it ({exc})") from None
+    env: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export ") :].lstrip()
+        name, sep, value = line.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not _is_env_name(name):
+            raise InstallError(f"--env-file {path}, line {number}: {raw!r} is not NAME=VALUE")
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        env[name] = value
+    return env
+
+
+def _is_env_name(name: str) -> bool:
+    return bool(name) and not name[0].isdigit() and all(c.isalnum() or c == "_" for c in name)
+
+
+def default_config_path(
+    host: str,
+    *,
+    project: bool = False,
+    platform: str = sys.platform,
+    home: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Path:
+    """Where `host` reads its servers from on this machine (or in the current project)."""
+    env = os.environ if environ is None else environ
+    home = Path.home() if home is None else home
+    cwd = Path.cwd() if cwd is None else cwd
+    if host == "claude-desktop":
+        if platform == "darwin":
+            folder = home / "Library" / "Application Support" / "Claude"
+        elif platform == "win32":
+            folder = Path(env.get("APPDATA") or home / "AppData" / "Roaming") / "Claude"
+        else:
+            folder = Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "Claude"
+        return folder / "claude_desktop_config.json"
+    if host == "claude-code":
+        return cwd / ".mcp.json"
+    if host == "cursor":
+        return (cwd if project else home) / ".cursor" / "mcp.json"
+    if host == "vscode":
+        return cwd / ".vscode" / "mcp.json"
+    raise ValueError(f"{host!r} has no configuration file")
+
+
+def servers_key(host: str) -> str:
+    """The top-level key under which `host` keeps its servers."""
+    return "servers" if host == "vscode" else "mcpServers"
+
+
+def merge_entry(path: Path, key: str, name: str, entry: dict[str, Any], force: bool) -> bool:
+    """Add `entry` as `name` under `key` in the JSON file at `path`, keeping the rest.
+
+    Returns False when the file already holds exactly this entry (nothing is written). Raises
+    `InstallError` when the file is not a JSON object, or holds another entry named `name`
+    and `force` is false.
+    """
+    config: dict[str, Any] = {}
+    existed = path.exists()
+    if existed:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InstallError(f"cannot read {path}: {exc}") from None
+        if text.strip():
+            try:
+                loaded = json.loads(text)
+            except ValueError as exc:
+                raise InstallError(
+                    f"{path} is not valid JSON ({exc}); fix it or move it away (nothing was "
+                    "written)"
+                ) from None
+            if not isinstance(loaded, dict):
+                raise InstallError(f"{path} does not hold a JSON object; nothing was written")
+            config = loaded
+    servers = config.setdefault(key, {})
+    if not isinstance(servers, dict):
+        raise InstallError(f"{path}: {key!r} is not an object; nothing was written")
+    if name in servers:
+        if servers[name] == entry:
+            return False
+        if not force:
+            raise InstallError(
+                f"{path} already has a server named {name!r}; pass --force to replace it, "
+                "or --name to install under another name"
+            )
+    servers[name] = entry
+    _write_atomically(path, json.dumps(config, indent=2, ensure_ascii=False) + "\n", existed)
+    return True
+
+
+def _write_atomically(path: Path, text: str, existed: bool) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # A new file may hold secrets (--env): readable by its owner only.
+    mode = path.stat().st_mode & 0o777 if existed else 0o600
+    if existed:
+        shutil.copy2(path, path.with_name(path.name + ".bak"))
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+@dataclass(slots=True)
+class InstallCommand:
+    """One `mrtr install`."""
+
+    host: str
+    target: str
+    name: str | None = None
+    with_packages: list[str] = field(default_factory=list)
+    with_editable: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    config: Path | None = None
+    project: bool = False
+    force: bool = False
+
+    def entry(self, err: TextIO) -> ServerEntry:
+        """The server's entry; raises `TargetError` for a target that names no server."""
+        file, attr = resolve_target(self.target)
+        name = self.name
+        if name is None:
+            try:
+                name = load_server(f"{file}:{attr}").name
+            except TargetImportError as exc:
+                # Its dependencies may exist only in the environment `--with` gives it.
+                name = file.stem
+                first = str(exc).splitlines()[-1]
+                print(f"mrtr install: could not import it here ({first}); "
+                      f"naming it {name!r} (--name to choose)", file=err)  # fmt: skip
+        uv = shutil.which("uv")
+        if uv is None and (self.with_packages or self.with_editable):
+            print(
+                "mrtr install: uv is not on PATH, so --with and --with-editable cannot be "
+                f"honoured: install those packages into {sys.executable} yourself",
+                file=err,
+            )
+        command, args = server_command(file, attr, self.with_packages, self.with_editable, uv)
+        return ServerEntry(name, command, args, dict(self.env))
+
+    def run(self, out: TextIO | None = None, err: TextIO | None = None) -> int:
+        """Write (or print) the entry; returns the exit status."""
+        out = out if out is not None else sys.stdout
+        err = err if err is not None else sys.stderr
+        entry = self.entry(err)
+        wire = entry.for_host(self.host)
+        if self.host == "json":
+            print(json.dumps({entry.name: wire}, indent=2, ensure_ascii=False), file=out)
+            return 0
+        if self.host == "claude-code" and self.config is None:
+            claude = shutil.which("claude")
+            if claude is not None:
+                return self._claude_mcp_add(claude, entry.name, wire, err)
+        path = self.config or default_config_path(self.host, project=self.project)
+        if merge_entry(path, servers_key(self.host), entry.name, wire, self.force):
+            print(f"Installed {entry.name!r} in {path}", file=out)
+            print(f"  {_shell_line(entry)}", file=out)
+            if self.host == "claude-desktop":
+                print("Restart Claude Desktop to load it.", file=out)
+        else:
+            print(f"{entry.name!r} is already installed in {path}, unchanged", file=out)
+        return 0
+
+    def _claude_mcp_add(self, claude: str, name: str, wire: dict[str, Any], err: TextIO) -> int:
+        if self.force:  # add-json refuses an existing name: remove it first
+            subprocess.run(
+                [claude, "mcp", "remove", name], capture_output=True, check=False, timeout=60
+            )
+        done = subprocess.run(
+            [claude, "mcp", "add-json", name, json.dumps({"type": "stdio", **wire})],
+            check=False,
+            timeout=60,
+        )
+        if done.returncode != 0:
+            print(f"mrtr install: `claude mcp add-json` failed (status {done.returncode})",
+                  file=err)  # fmt: skip
+            return 1
+        return 0
+
+
+def _shell_line(entry: ServerEntry) -> str:
+    import shlex
+
+    return shlex.join([entry.command, *entry.args])
+
+
+__all__ = [
+    "HOSTS",
+    "InstallCommand",
+    "InstallError",
+    "ServerEntry",
+    "default_config_path",
+    "merge_entry",
+    "mrtr_requirement",
+    "parse_env_file",
+    "parse_env_pairs",
+    "resolve_target",
+    "server_command",
+    "servers_key",
+]

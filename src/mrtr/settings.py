@@ -1,0 +1,285 @@
+"""Settings from the environment: `MRTR_*` variables.
+
+Every variable is optional and is checked when it is read: an invalid value raises
+`SettingsError`, whose message names the variable and says what it takes. An `MRTR_*` name
+that is not one of these is most likely a typo, so it is warned about (once per process) on
+the `mrtr` logger.
+
+Where they apply:
+
+* a `Server` built without `options=` takes its `ServerOptions` from `server_options()`;
+  one built with explicit options still takes a missing `request_state_key` from
+  `MRTR_REQUEST_STATE_KEY` (so every worker of one deployment seals with the same key);
+* `mrtr serve` and `Server.run(transport="http")` take their address and HTTP limits from
+  `http_options()` (command-line flags and keyword arguments win);
+* `mrtr serve` sets up logging from `MRTR_LOG_LEVEL` (`--log-level` wins).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from .server.options import InputRequiredConfig, ServerOptions
+from .server.request_state import check_secrets
+
+logger = logging.getLogger("mrtr")
+
+PREFIX = "MRTR_"
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+class SettingsError(ValueError):
+    """An `MRTR_*` variable holds a value that cannot be used; the message names it."""
+
+
+def _integer(least: int, most: int | None = None) -> Callable[[str, str], int]:
+    def parse(name: str, raw: str) -> int:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            value = least - 1
+        if value < least or (most is not None and value > most):
+            span = f"from {least} to {most}" if most is not None else f"of at least {least}"
+            raise SettingsError(f"{name}={raw!r}: give a whole number {span}")
+        return value
+
+    return parse
+
+
+def _seconds(meaning_of_zero: str, positive: bool = False) -> Callable[[str, str], float]:
+    def parse(name: str, raw: str) -> float:
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            value = math.nan
+        if not value >= 0 or (positive and value == 0):
+            least = "more than 0" if positive else f">= 0 ({meaning_of_zero})"
+            raise SettingsError(f"{name}={raw!r}: give a number of seconds {least}")
+        return value
+
+    return parse
+
+
+def _limit_seconds(name: str, raw: str) -> float:
+    value = _seconds("0 turns the limit off")(name, raw)
+    if math.isinf(value):
+        raise SettingsError(f"{name}={raw!r}: give a finite number (0 turns the limit off)")
+    return value
+
+
+def _choice(*choices: str) -> Callable[[str, str], str]:
+    def parse(name: str, raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in choices:
+            raise SettingsError(f"{name}={raw!r}: give one of {', '.join(choices)}")
+        return value
+
+    return parse
+
+
+def _text(name: str, raw: str) -> str:
+    value = raw.strip()
+    if not value:
+        raise SettingsError(f"{name} is set but empty: give a value or unset it")
+    return value
+
+
+def _words(name: str, raw: str) -> list[str]:
+    words = raw.split()
+    if not words:
+        raise SettingsError(f"{name} is set but empty: give space-separated values or unset it")
+    return words
+
+
+def _secrets(name: str, raw: str) -> list[str]:
+    secrets = raw.split()
+    if not secrets:
+        raise SettingsError(
+            f"{name} is set but empty: give one or more space-separated secrets (the first "
+            "seals, all verify), e.g. from `python -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))'`"
+        )
+    try:
+        check_secrets(secrets)
+    except (TypeError, ValueError) as exc:
+        raise SettingsError(f"{name}: {exc}") from None
+    return secrets
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    """One setting: its variable, where it goes, and how its value is read."""
+
+    name: str
+    #: "options" (a `ServerOptions` field), "input_required" (an `InputRequiredConfig` field),
+    #: "http" (a `serve_http` keyword), "logging" or "serve" (the command line's own).
+    target: str
+    field: str
+    parse: Callable[[str, str], Any]
+    doc: str
+
+
+VARIABLES: tuple[Variable, ...] = (
+    Variable("MRTR_LOG_LEVEL", "logging", "level", _choice(*LOG_LEVELS),
+             "log level of `mrtr serve` (logs go to stderr, never stdout)"),
+    Variable("MRTR_TRANSPORT", "serve", "transport", _choice("stdio", "http"),
+             "transport of `mrtr serve`"),
+    Variable("MRTR_HOST", "http", "host", _text, "address to listen on over HTTP"),
+    Variable("MRTR_PORT", "http", "port", _integer(0, 65535), "port to listen on over HTTP"),
+    Variable("MRTR_REQUEST_STATE_KEY", "options", "request_state_key", _secrets,
+             "requestState secrets, space-separated: the first seals, all verify"),
+    Variable("MRTR_REQUEST_STATE_TTL", "options", "request_state_ttl",
+             _seconds("0 = never expires"), "seconds a sealed requestState stays valid"),
+    Variable("MRTR_MAX_STATE_BYTES", "options", "max_state_bytes", _integer(1),
+             "longest requestState accepted"),
+    Variable("MRTR_PAGE_SIZE", "options", "page_size", _integer(1),
+             "items per page of list results"),
+    Variable("MRTR_SYNC_WORKERS", "options", "sync_workers", _integer(1),
+             "threads that run sync (`def`) handlers"),
+    Variable("MRTR_MAX_ROUNDS", "input_required", "max_rounds", _integer(1),
+             "rounds one request may go through"),
+    Variable("MRTR_ROUND_TIMEOUT", "input_required", "round_timeout",
+             _seconds("0 = no limit"), "seconds one round (or one live question) may take"),
+    Variable("MRTR_MAX_RESPONSES", "input_required", "max_responses", _integer(1),
+             "inputResponses one request may carry"),
+    Variable("MRTR_MAX_RESPONSE_BYTES", "input_required", "max_response_bytes", _integer(1),
+             "bytes of JSON those answers may take together"),
+    Variable("MRTR_HEADER_TIMEOUT", "http", "header_timeout", _limit_seconds,
+             "seconds a client has to send a request's headers"),
+    Variable("MRTR_BODY_TIMEOUT", "http", "body_timeout", _limit_seconds,
+             "seconds a client has to send a request's body"),
+    Variable("MRTR_KEEP_ALIVE", "http", "keep_alive", _seconds("", positive=True),
+             "seconds an idle connection stays open"),
+    Variable("MRTR_MAX_CONNECTIONS", "http", "max_connections", _integer(0),
+             "connections open at once (0 = no limit)"),
+    Variable("MRTR_MAX_BODY_SIZE", "http", "max_body_size", _integer(1),
+             "bytes of one request body"),
+    Variable("MRTR_MAX_INFLIGHT_BODY_BYTES", "http", "max_inflight_body_bytes", _integer(0),
+             "bytes of request bodies in progress at once (0 = no limit)"),
+    Variable("MRTR_SESSION_IDLE_TIMEOUT", "http", "session_idle_timeout",
+             _seconds("0 = never"), "seconds an idle legacy HTTP session is kept"),
+    Variable("MRTR_MAX_SESSIONS", "http", "max_sessions", _integer(1),
+             "legacy HTTP sessions open at once"),
+    Variable("MRTR_ALLOWED_HOSTS", "http", "allowed_hosts", _words,
+             "space-separated Host names accepted over HTTP"),
+    Variable("MRTR_ALLOWED_ORIGINS", "http", "allowed_origins", _words,
+             "space-separated Origin values accepted over HTTP"),
+)  # fmt: skip
+
+_BY_NAME = {variable.name: variable for variable in VARIABLES}
+_warned: set[str] = set()
+
+
+def _read(environ: Mapping[str, str] | None, target: str) -> dict[str, Any]:
+    env = os.environ if environ is None else environ
+    _warn_unknown(env)
+    return {
+        variable.field: variable.parse(variable.name, env[variable.name])
+        for variable in VARIABLES
+        if variable.target == target and variable.name in env
+    }
+
+
+def _warn_unknown(env: Mapping[str, str]) -> None:
+    for name in env:
+        if name.startswith(PREFIX) and name not in _BY_NAME and name not in _warned:
+            _warned.add(name)
+            close = [known for known in _BY_NAME if _near(name, known)]
+            logger.warning(
+                "%s is not an mrtr setting and is ignored%s",
+                name,
+                f" (did you mean {close[0]}?)" if close else "",
+            )
+
+
+def _near(a: str, b: str) -> bool:
+    """Whether two names differ by a little (a typo), by their edit distance."""
+    if abs(len(a) - len(b)) > 2:
+        return False
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
+        previous = current
+    return previous[-1] <= 2
+
+
+def request_state_key(environ: Mapping[str, str] | None = None) -> list[str] | None:
+    """The secrets `MRTR_REQUEST_STATE_KEY` holds (space-separated), or None when unset."""
+    env = os.environ if environ is None else environ
+    raw = env.get("MRTR_REQUEST_STATE_KEY")
+    return None if raw is None else _secrets("MRTR_REQUEST_STATE_KEY", raw)
+
+
+def server_options(environ: Mapping[str, str] | None = None, **overrides: Any) -> ServerOptions:
+    """`ServerOptions` from the `MRTR_*` variables; keyword arguments win over them.
+
+    `Server(name, options=server_options(principal=caller))` keeps the environment's settings
+    and adds what only code can give.
+    """
+    fields = _read(environ, "options")
+    limits = _read(environ, "input_required")
+    if limits and "input_required" not in overrides:
+        fields["input_required"] = InputRequiredConfig(**limits)
+    fields.update(overrides)
+    return ServerOptions(**fields)
+
+
+def http_options(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """`serve_http` keywords (`host`, `port` and the limits) from the `MRTR_*` variables."""
+    from .transport.http_limits import (
+        DEFAULT_MAX_BODY_SIZE,
+        DEFAULT_MAX_INFLIGHT_BODY_BYTES,
+        check_body_sizes,
+    )
+
+    options = _read(environ, "http")
+    try:
+        check_body_sizes(
+            options.get("max_body_size", DEFAULT_MAX_BODY_SIZE),
+            options.get("max_inflight_body_bytes", DEFAULT_MAX_INFLIGHT_BODY_BYTES),
+        )
+    except ValueError as exc:
+        raise SettingsError(f"MRTR_MAX_BODY_SIZE, MRTR_MAX_INFLIGHT_BODY_BYTES: {exc}") from None
+    return options
+
+
+def serve_transport(environ: Mapping[str, str] | None = None) -> str | None:
+    """The transport `MRTR_TRANSPORT` names, or None."""
+    return _read(environ, "serve").get("transport")
+
+
+def log_level(environ: Mapping[str, str] | None = None) -> str | None:
+    """The level `MRTR_LOG_LEVEL` names (lower case), or None."""
+    return _read(environ, "logging").get("level")
+
+
+def configure_logging(level: str, stream: TextIO | None = None) -> None:
+    """Send log records at `level` and above to `stream` (default stderr, never stdout: on
+    stdio, stdout carries the protocol)."""
+    handler = logging.StreamHandler(sys.stderr if stream is None else stream)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+__all__ = [
+    "LOG_LEVELS",
+    "VARIABLES",
+    "SettingsError",
+    "Variable",
+    "configure_logging",
+    "http_options",
+    "log_level",
+    "request_state_key",
+    "serve_transport",
+    "server_options",
+]
