@@ -58,7 +58,11 @@ from ..protocol.types import (
     ListResourcesResult,
     ListResourceTemplatesResult,
     ListToolsResult,
+    Prompt,
     ReadResourceResult,
+    Resource,
+    ResourceTemplate,
+    Tool,
 )
 from ..protocol.versions import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS
 from . import era as eras
@@ -81,11 +85,14 @@ from .legacy import (
     legacy_meta,
 )
 from .options import ClientOptions, RoundInfo
+from .pagination import DEFAULT_MAX_PAGES, pages
 from .subscription import ACKNOWLEDGED, Subscription, run_stream
+from .tool_output import KnownOutput, known_output, read_output
 
 if TYPE_CHECKING:
     from ..server.server import Server
     from ..transport.base import ClientTransport
+    from .config import ConfigSource, ServerConfig
 
 logger = logging.getLogger("mrtr.client")
 
@@ -196,6 +203,8 @@ class Client:
         self._subscriptions: dict[jsonrpc.RequestId, Subscription] = {}
         self._meta: dict[str, Any] = {}
         self._connected = False
+        # Each listed tool's outputSchema, by tool name, to read `CallToolResult.data` with.
+        self._tool_outputs: dict[str, KnownOutput] = {}
         if elicitation_handler is not None:
             self.set_elicitation_handler(elicitation_handler, modes=elicitation_modes)
         if sampling_handler is not None:
@@ -249,6 +258,46 @@ class Client:
         from ..transport.stdio_client import StdioTransport
 
         return cls(StdioTransport(command, list(args), env=env, cwd=cwd), **kwargs)
+
+    @classmethod
+    def from_config(cls, source: ConfigSource, name: str | None = None, **kwargs: Any) -> Client:
+        """A client for one server of an MCP host configuration (`mcp.json`: a path, or its
+        content as a dict; see `mrtr.client.config`): the one named, or the only one. For
+        several at once, use `ClientGroup.from_config`. Keyword arguments go to `Client`.
+
+        Raises `ValueError` when the entry is missing or invalid, or when `name` is None and
+        the configuration holds several servers.
+        """
+        from .config import parse_config
+
+        servers, invalid = parse_config(source)
+        if name is None:
+            every = [*servers, *invalid]
+            if len(every) != 1:
+                raise ValueError(
+                    f"the configuration holds {len(every)} servers "
+                    f"({', '.join(map(repr, every)) or 'none'}): pass name=... to pick one, "
+                    "or open them all with ClientGroup.from_config"
+                )
+            name = every[0]
+        if name in invalid:
+            raise invalid[name]
+        if name not in servers:
+            raise ValueError(
+                f"the configuration has no server {name!r} "
+                f"(it has: {', '.join(map(repr, servers)) or 'none'})"
+            )
+        return cls.from_server_config(servers[name], **kwargs)
+
+    @classmethod
+    def from_server_config(cls, config: ServerConfig, **kwargs: Any) -> Client:
+        """A client for one parsed configuration entry (stdio or Streamable HTTP)."""
+        from .config import StdioServerConfig
+
+        if isinstance(config, StdioServerConfig):
+            env = dict(config.env) or None
+            return cls.stdio(config.command, config.args, env=env, cwd=config.cwd, **kwargs)
+        return cls.http(config.url, headers=dict(config.headers) or None, **kwargs)
 
     async def __aenter__(self) -> Client:
         await self.connect()
@@ -765,8 +814,15 @@ class Client:
         return await self._typed("server/discover", DiscoverResult, None)
 
     async def list_tools(self, cursor: str | None = None) -> ListToolsResult:
-        """One page of tools (`next_cursor` gives the next)."""
-        return await self._typed("tools/list", ListToolsResult, _cursor(cursor))
+        """One page of tools (`next_cursor` gives the next). Their `outputSchema`s are kept,
+        to check and read the results of later calls (`CallToolResult.data`)."""
+        page = await self._typed("tools/list", ListToolsResult, _cursor(cursor))
+        for tool in page.tools:
+            if tool.output_schema is not None:
+                self._tool_outputs[tool.name] = known_output(tool.output_schema)
+            else:
+                self._tool_outputs.pop(tool.name, None)
+        return page
 
     async def list_prompts(self, cursor: str | None = None) -> ListPromptsResult:
         """One page of prompts."""
@@ -783,6 +839,56 @@ class Client:
         return await self._typed(
             "resources/templates/list", ListResourceTemplatesResult, _cursor(cursor)
         )
+
+    # --- every page ----------------------------------------------------------------------------
+
+    async def iter_tools(self, *, max_pages: int = DEFAULT_MAX_PAGES) -> AsyncIterator[Tool]:
+        """Every tool, following `nextCursor` page by page as the iteration goes; at most
+        `max_pages` pages, and a cursor the server repeats ends it (both `McpError`)."""
+        async for page in pages("tools/list", self.list_tools, max_pages):
+            for tool in page.tools:
+                yield tool
+
+    async def all_tools(self, *, max_pages: int = DEFAULT_MAX_PAGES) -> list[Tool]:
+        """Every tool, all pages (see `iter_tools`)."""
+        return [tool async for tool in self.iter_tools(max_pages=max_pages)]
+
+    async def iter_prompts(self, *, max_pages: int = DEFAULT_MAX_PAGES) -> AsyncIterator[Prompt]:
+        """Every prompt, page by page (see `iter_tools`)."""
+        async for page in pages("prompts/list", self.list_prompts, max_pages):
+            for prompt in page.prompts:
+                yield prompt
+
+    async def all_prompts(self, *, max_pages: int = DEFAULT_MAX_PAGES) -> list[Prompt]:
+        """Every prompt, all pages."""
+        return [prompt async for prompt in self.iter_prompts(max_pages=max_pages)]
+
+    async def iter_resources(
+        self, *, max_pages: int = DEFAULT_MAX_PAGES
+    ) -> AsyncIterator[Resource]:
+        """Every resource, page by page (see `iter_tools`)."""
+        async for page in pages("resources/list", self.list_resources, max_pages):
+            for resource in page.resources:
+                yield resource
+
+    async def all_resources(self, *, max_pages: int = DEFAULT_MAX_PAGES) -> list[Resource]:
+        """Every resource, all pages."""
+        return [resource async for resource in self.iter_resources(max_pages=max_pages)]
+
+    async def iter_resource_templates(
+        self, *, max_pages: int = DEFAULT_MAX_PAGES
+    ) -> AsyncIterator[ResourceTemplate]:
+        """Every resource template, page by page (see `iter_tools`)."""
+        method = "resources/templates/list"
+        async for page in pages(method, self.list_resource_templates, max_pages):
+            for template in page.resource_templates:
+                yield template
+
+    async def all_resource_templates(
+        self, *, max_pages: int = DEFAULT_MAX_PAGES
+    ) -> list[ResourceTemplate]:
+        """Every resource template, all pages."""
+        return [t async for t in self.iter_resource_templates(max_pages=max_pages)]
 
     async def complete(
         self,
@@ -807,12 +913,20 @@ class Client:
         request_state: str | None = None,
         progress_callback: ProgressCallback | None = None,
         meta: Mapping[str, Any] | None = None,
+        output_type: Any = None,
     ) -> CallToolResult:
-        """Call a tool and return its final result, answering the server's questions."""
+        """Call a tool and return its final result, answering the server's questions.
+
+        The result's structured content is checked against the tool's `outputSchema` when an
+        earlier `tools/list` gave one, and `result.data` is it as a value: validated into
+        `output_type` (a pydantic model, dataclass, `list[int]`...) when given, unwrapped from
+        `{"result": ...}` when the schema wraps a non-object. Content that does not fit is
+        `McpError(PROTOCOL_VIOLATION)`.
+        """
         params: dict[str, Any] = {"name": name}
         if arguments is not None:
             params["arguments"] = dict(arguments)
-        return await self._mrtr(
+        result = await self._mrtr(
             "tools/call",
             name,
             params,
@@ -822,6 +936,10 @@ class Client:
             progress_callback,
             meta,
         )
+        known = self._tool_outputs.get(name) if self._tool_outputs else None
+        if known is not None or output_type is not None:
+            read_output(name, result, known, output_type)
+        return result
 
     async def get_prompt(
         self,

@@ -6,9 +6,10 @@ a decode/encode round trip, and `to_wire()` drops unset optional fields instead 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from pydantic.alias_generators import to_camel
 
 Role = Literal["user", "assistant"]
@@ -299,6 +300,35 @@ class CallToolResult(Result):
     structured_content: Any = None
     is_error: bool | None = None
     input_required: Any = Field(default=None, exclude=True)
+    # Set by the client that received the result (see `data`); never on the wire.
+    _data: Any = PrivateAttr(default=None)
+    _data_known: bool = PrivateAttr(default=False)
+    _data_reader: Callable[[], Any] | None = PrivateAttr(default=None)
+
+    @property
+    def data(self) -> Any:
+        """The tool's output as a value: `structured_content` validated into the
+        `output_type` given to `Client.call_tool`, or else the JSON value, checked against
+        the tool's `outputSchema` (from `tools/list`) when first read and unwrapped from
+        `{"result": ...}` when the schema is that wrapper. None for an error result or one
+        without structured content. Raises `McpError` when the output breaks the schema."""
+        if not self._data_known:
+            if self._data_reader is None:
+                return None if self.is_error else self.structured_content
+            self._data = self._data_reader()  # raises for output that breaks the schema
+            self._data_known, self._data_reader = True, None
+        return self._data
+
+    def set_data(self, value: Any) -> None:
+        """Record what `data` returns (the client does, once it has read the output)."""
+        self._data, self._data_known, self._data_reader = value, True, None
+
+    def set_data_reader(self, reader: Callable[[], Any]) -> None:
+        """Have `data` computed by `reader` when first read (the client's check of the
+        output against the tool's schema, which costs nothing until it is wanted)."""
+        self._data_reader = reader
+        if self._data_known:  # one private write, not two, on the usual path
+            self._data_known = False
 
 
 class GetPromptResult(Result):
