@@ -20,6 +20,8 @@ WORKLOADS = {
     "http_mrtr_flow",
     "stdio_mrtr_flow",
     "http_plain_call",
+    "legacy_plain_call",
+    "legacy_elicit_flow",
     "seal_verify",
     "state_round",
     "growth",
@@ -84,7 +86,14 @@ def test_the_http_floor_and_both_official_forms_are_measured(
 ) -> None:
     workloads = report[0]["workloads"]
     assert workloads["http_mrtr_flow"]["reference"]["aiohttp_two_posts"]["median_s"] > 0
-    for name in ("inproc_mrtr_flow", "http_mrtr_flow", "stdio_mrtr_flow", "http_plain_call"):
+    for name in (
+        "inproc_mrtr_flow",
+        "http_mrtr_flow",
+        "stdio_mrtr_flow",
+        "http_plain_call",
+        "legacy_plain_call",
+        "legacy_elicit_flow",
+    ):
         assert set(workloads[name]["official"]) == {"mcpserver", "lowlevel"}, name
 
 
@@ -107,6 +116,17 @@ def test_concurrent_flows_all_succeed(report: tuple[dict[str, Any], str]) -> Non
         for variant, result in concurrency[side].items():
             assert result["errors"] == 0, f"{side}/{variant}: {result['errors']} failed flows"
             assert result["flows"] > 0
+
+
+def test_the_legacy_workloads_have_their_rows_in_the_table(
+    report: tuple[dict[str, Any], str],
+) -> None:
+    data, stdout = report
+    labels = {row["workload"] for row in data["rows"]}
+    for label in ("legacy HTTP plain tools/call", "legacy HTTP elicitation flow"):
+        for form in ("MCPServer", "low-level"):
+            assert f"{label} vs {form}" in labels
+            assert f"{label} vs {form}" in stdout
 
 
 def test_the_table_and_targets_are_printed(report: tuple[dict[str, Any], str]) -> None:

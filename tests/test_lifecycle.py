@@ -364,7 +364,7 @@ async def test_log_messages_reach_the_client_before_the_result(make_client: Any)
 async def test_logging_at_an_unknown_level_is_a_handler_error_whoever_listens(
     make_request: MakeRequest, asked: str | None
 ) -> None:
-    server = Server("logs")
+    server = Server("logs", options=ServerOptions(mask_errors=False))  # the text as raised
 
     @server.tool()
     async def sloppy(ctx: RequestContext) -> str:

@@ -29,6 +29,7 @@ from mrtr import (
     Server,
     ServerOptions,
     TextContent,
+    ToolError,
 )
 from mrtr.protocol.errors import INTERNAL_ERROR
 from mrtr.server import InputRequiredConfig
@@ -99,7 +100,7 @@ async def test_a_task_group_mixing_a_question_and_a_failure_is_a_tool_error() ->
             return await ctx.elicit("Sure?", OK)
 
         async def fail() -> None:
-            raise ValueError("the stock service is down")
+            raise ToolError("the stock service is down")
 
         async with asyncio.TaskGroup() as group:
             group.create_task(ask())

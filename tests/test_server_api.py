@@ -24,6 +24,7 @@ from mrtr import (
     RequestContext,
     ResourceLink,
     Server,
+    ServerOptions,
     TextContent,
     TextResourceContents,
     ToolAnnotations,
@@ -472,7 +473,7 @@ async def test_missing_argument_becomes_an_error_result(make_client: Any) -> Non
 async def test_exception_raised_by_a_tool_becomes_an_error_result(
     make_client: Any, sync: bool
 ) -> None:
-    server = Server("s")
+    server = Server("s", options=ServerOptions(mask_errors=False))  # the text as raised
 
     def check(date: str) -> str:
         raise ValueError(f"Invalid departure date {date}: must be in the future")
@@ -490,7 +491,7 @@ async def test_exception_raised_by_a_tool_becomes_an_error_result(
 
 
 async def test_exception_without_a_message_is_named_by_its_type(make_client: Any) -> None:
-    server = Server("s")
+    server = Server("s", options=ServerOptions(mask_errors=False))  # the text as raised
 
     @server.tool()
     def lookup() -> str:

@@ -6,6 +6,7 @@ rounds with a sealed `requestState`; the client answers and retries for you.
 from .client import (
     Change,
     Client,
+    ClientGroup,
     ClientOptions,
     InputHandlerError,
     InputRequiredError,
@@ -80,7 +81,10 @@ from .protocol.versions import (
     SUPPORTED_PROTOCOL_VERSIONS,
 )
 from .server import RequestContext, Server, ServerOptions
+from .server.content import Audio, File, Image
+from .server.lifespan import LifespanError, State
 from .server.session import LegacySession
+from .server.tool_error import ToolError
 
 __version__ = "0.1.0"
 
@@ -89,12 +93,14 @@ __all__ = [
     "LEGACY_PROTOCOL_VERSIONS",
     "SUPPORTED_PROTOCOL_VERSIONS",
     "Annotations",
+    "Audio",
     "AudioContent",
     "BlobResourceContents",
     "CallToolResult",
     "Change",
     "Client",
     "ClientCapabilities",
+    "ClientGroup",
     "ClientOptions",
     "CompleteResult",
     "Completion",
@@ -108,8 +114,10 @@ __all__ = [
     "ElicitResult",
     "ElicitResultTyped",
     "EmbeddedResource",
+    "File",
     "GetPromptResult",
     "Icon",
+    "Image",
     "ImageContent",
     "Implementation",
     "InputHandlerError",
@@ -118,6 +126,7 @@ __all__ = [
     "InputRequiredError",
     "InputRequiredResult",
     "LegacySession",
+    "LifespanError",
     "ListPromptsResult",
     "ListResourceTemplatesResult",
     "ListResourcesResult",
@@ -140,11 +149,13 @@ __all__ = [
     "Server",
     "ServerCapabilities",
     "ServerOptions",
+    "State",
     "Subscription",
     "TextContent",
     "TextResourceContents",
     "Tool",
     "ToolAnnotations",
+    "ToolError",
     "__version__",
     "elicit_request",
     "errors",

@@ -13,7 +13,7 @@ import sys
 
 from pydantic import BaseModel
 
-from mrtr import InputRequiredResult, RequestContext, Server, elicit_request
+from mrtr import InputRequiredResult, RequestContext, Server, ToolError, elicit_request
 
 server = Server("both-eras", version="1.0.0", instructions="Every tool asks something.")
 
@@ -118,7 +118,7 @@ async def slow(ctx: RequestContext, n: int) -> str:
 async def broken(ctx: RequestContext) -> str:
     """Fail after asking."""
     await ctx.elicit("Break?", CONFIRM)
-    raise ValueError("the tool broke on purpose")
+    raise ToolError("the tool broke on purpose")
 
 
 @server.tool()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mrtr import RequestContext, Server, TextContent
+from mrtr import RequestContext, Server, TextContent, ToolError
 
 server = Server("cli-test-server", version="1.0.0")
 
@@ -89,7 +89,7 @@ async def login(ctx: RequestContext) -> str:
 @server.tool()
 async def fail() -> str:
     """Always fails."""
-    raise ValueError("this tool always fails")
+    raise ToolError("this tool always fails")
 
 
 if __name__ == "__main__":

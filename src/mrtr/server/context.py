@@ -48,8 +48,10 @@ from .replay import (
     RoundState,
     typed_elicit_converter,
 )
+from .worker_threads import check_on_loop
 
 if TYPE_CHECKING:
+    from .request_state import StateBinding, VerifiedState
     from .server import Server
     from .session import LegacySession
 
@@ -78,6 +80,7 @@ class RequestContext:
         "_input_responses",
         "_notify",
         "_progress",
+        "_verified",
         "meta",
         "method",
         "params",
@@ -109,9 +112,13 @@ class RequestContext:
         self._input_responses: dict[str, Any] = input_responses or {}
         self._notify = notify
         self._progress: float | None = None
+        # What `middleware.restore_round` verified before the middleware ran, if anything.
+        self._verified: tuple[StateBinding, VerifiedState] | None = None
         self.meta: dict[str, Any]
         if session is None:
-            self.meta = params.get("_meta") or {}
+            meta = params.get("_meta")
+            # Not a dict only on a request the server is about to refuse (middleware sees it).
+            self.meta = meta if isinstance(meta, dict) else {}
             self._engine = Replay(state, method)
         else:
             self.meta = session_meta(session, params)
@@ -155,6 +162,16 @@ class RequestContext:
     def progress_token(self) -> str | int | None:
         """The token progress notifications for this request carry, if it asked for them."""
         return self.meta.get(meta_keys.PROGRESS_TOKEN)
+
+    @property
+    def state(self) -> Any:
+        """What the server's lifespan yielded (`Server(lifespan=...)`; None without one).
+
+        Typed `Any`: annotate a handler parameter `State[YourState]` to have it injected with
+        its type, or `cast` it. Reading it while the lifespan is not running is a
+        `LifespanError`.
+        """
+        return self.server.lifespan_state
 
     @property
     def round(self) -> int:
@@ -358,7 +375,7 @@ class RequestContext:
             self._engine, {key: self.question(req, key=key) for key, req in requests.items()}
         )
 
-    async def once(self, key: str, fn: Callable[[], Any], *, type: Any = None) -> Any:
+    def once(self, key: str, fn: Callable[[], Any], *, type: Any = None) -> Awaitable[Any]:
         """Run `fn` (sync or async) once across all rounds of this request.
 
         Its result is recorded in the sealed state and given back on every later round the
@@ -368,7 +385,9 @@ class RequestContext:
         `ReplayError`. Two calls with the same key share one run of `fn`; with the same key
         and different functions, they are a `ReplayError`.
         """
-        return await self._engine.once(key, fn, type)
+        # Checked when called, not when awaited: a sync handler cannot await the coroutine.
+        check_on_loop(f"ctx.once({key!r})")
+        return self._engine.once(key, fn, type)
 
 
 def supports(caps: Mapping[str, Any], method: str, *, url_mode: bool = False) -> bool:

@@ -116,8 +116,12 @@ class LegacyMethods:
         notify: NotifySink | None,
         transport_info: Any,
         session: LegacySession,
+        ctx: RequestContext | None = None,
     ) -> dict[str, Any]:
-        """Serve one request of `session`; its result (errors are raised as `McpError`)."""
+        """Serve one request of `session`; its result (errors are raised as `McpError`).
+
+        `ctx` is the request's context when the server's middleware already made it.
+        """
         if method == "initialize":
             return self._initialize(params, session)
         version = session.protocol_version
@@ -145,9 +149,10 @@ class LegacyMethods:
                 raise invalid_params(
                     f"_meta[{meta_keys.PROGRESS_TOKEN!r}] must be a string or an integer"
                 )
-        ctx = RequestContext(
-            self._server, request_id, method, params, notify, transport_info, session=session
-        )
+        if ctx is None:
+            ctx = RequestContext(
+                self._server, request_id, method, params, notify, transport_info, session=session
+            )
         return self._shape(method, await handler(ctx), version)
 
     def notification(self, method: str, session: LegacySession) -> None:

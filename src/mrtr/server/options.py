@@ -11,9 +11,10 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from .request_state import check_secrets
+from .worker_threads import default_workers
 
 if TYPE_CHECKING:
     from .request_state import StateBinding, VerifiedState
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("mrtr.server")
 
 Secret = str | bytes
+
+#: What registering under a name already taken does (`ServerOptions.on_duplicate`).
+DuplicatePolicy = Literal["warn", "error", "replace"]
 
 #: Replaces built-in verification: `(token, binding) -> VerifiedState`, raising on any failure.
 RequestStateVerifier = Callable[[str, "StateBinding"], "VerifiedState | Awaitable[VerifiedState]"]
@@ -103,6 +107,13 @@ class ServerOptions:
     `principal`: derives the authenticated caller, which the state is then bound to.
     `page_size`: items per page of list results. `list_ttl_ms`/`list_cache_scope`: caching hints
     on list results.
+    `mask_errors`: an exception a handler raises reaches the client as "an internal error
+    occurred (logged on the server as <id>)", its traceback in the server log under that id;
+    a `ToolError`'s message and an `McpError` go through. False sends the exception's text.
+    `sync_workers`: threads that run sync (`def`) handlers off the event loop.
+    `on_duplicate`: registering a second tool, prompt, resource or template under a name (or
+    URI) already taken: `"warn"` (logged, then replaced), `"error"` (`ValueError`) or
+    `"replace"` (silently).
     """
 
     InputRequiredConfig: ClassVar[type[_Config]] = InputRequiredConfig
@@ -119,12 +130,21 @@ class ServerOptions:
     instructions: str | None = None
     max_state_bytes: int = 1024 * 1024
     request_state_guard: RequestStateGuard | None = None
+    mask_errors: bool = True
+    sync_workers: int = field(default_factory=default_workers)
+    on_duplicate: DuplicatePolicy = "warn"
 
     def __post_init__(self) -> None:
         if self.request_state_key is not None:
             check_secrets(self.request_state_key)
         _positive_int("ServerOptions", "max_state_bytes", self.max_state_bytes)
         _positive_int("ServerOptions", "page_size", self.page_size)
+        _positive_int("ServerOptions", "sync_workers", self.sync_workers)
+        if self.on_duplicate not in ("warn", "error", "replace"):
+            raise ValueError(
+                "ServerOptions.on_duplicate must be 'warn', 'error' or 'replace', not "
+                f"{self.on_duplicate!r}"
+            )
         ttl = _seconds("ServerOptions", "request_state_ttl", self.request_state_ttl, "0 = never")
         round_timeout = self.input_required.round_timeout
         if ttl == 0:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import orjson
@@ -27,6 +27,7 @@ from ..protocol.types import (
     TextResourceContents,
     ToolAnnotations,
 )
+from .content import _Media
 from .docstrings import parse_docstring
 from .media import binary_content
 from .signature import AnyFunction, FunctionSignature, OutputMismatch, OutputShape
@@ -42,22 +43,54 @@ def _json_text(value: Any) -> str:
 
 
 def _content_block(value: Any) -> dict[str, Any] | None:
-    """A content block as a wire dict, when `value` is one."""
+    """A content block as a wire dict, when `value` is one (or an `Image`, `Audio`, `File`)."""
+    if isinstance(value, _Media):
+        return value.to_block()
     if isinstance(value, BaseModel) and getattr(value, "type", None) in _CONTENT_TYPES:
         return value.model_dump(mode="json", by_alias=True, exclude_none=True)
     return None
 
 
 def _content_list(value: Any) -> list[dict[str, Any]] | None:
-    """A list of content blocks as wire dicts, when `value` is one (or a single block)."""
+    """A list of content blocks as wire dicts, when `value` is one (or a single block).
+
+    Strings in a list that holds at least one block are text blocks (`["Chart:", Image(...)]`);
+    a list of strings alone is data.
+    """
     block = _content_block(value)
     if block is not None:
         return [block]
     if isinstance(value, list | tuple) and value:
-        blocks = [_content_block(v) for v in value]
-        if all(b is not None for b in blocks):
-            return blocks  # type: ignore[return-value]
+        blocks: list[dict[str, Any]] = []
+        texts = 0
+        for item in value:
+            if isinstance(item, str):
+                blocks.append({"type": "text", "text": item})
+                texts += 1
+                continue
+            found = _content_block(item)
+            if found is None:
+                return None
+            blocks.append(found)
+        if texts < len(blocks):
+            return blocks
     return None
+
+
+def _tag_set(tags: Collection[str] | None) -> frozenset[str]:
+    if tags is None:
+        return frozenset()
+    if isinstance(tags, str):
+        return frozenset((tags,))  # one tag, not its letters
+    return frozenset(tags)
+
+
+def _positive_timeout(timeout: float | None) -> float | None:
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
+    ):
+        raise ValueError(f"timeout must be a positive number of seconds or None, not {timeout!r}")
+    return None if timeout is None else float(timeout)
 
 
 def _listing(**fields: Any) -> dict[str, Any]:
@@ -81,9 +114,14 @@ def tool_error(message: str) -> dict[str, Any]:
 
 
 class ToolEntry:
-    """A registered tool."""
+    """A registered tool.
 
-    __slots__ = ("name", "output", "signature", "wire")
+    `run_in_thread`: a sync function runs in a worker thread (False: on the event loop).
+    `timeout`: seconds one call may take before it is a tool error. `tags`: for
+    `Server.enable`/`disable`.
+    """
+
+    __slots__ = ("name", "output", "run_in_thread", "signature", "tags", "timeout", "wire")
 
     def __init__(
         self,
@@ -98,8 +136,14 @@ class ToolEntry:
         input_schema: dict[str, Any] | None = None,
         output_schema: dict[str, Any] | None = None,
         structured_output: bool | None = None,
+        run_in_thread: bool = True,
+        timeout: float | None = None,
+        tags: Collection[str] | None = None,
     ) -> None:
         self.name = name or fn.__name__
+        self.run_in_thread = run_in_thread
+        self.timeout = _positive_timeout(timeout)
+        self.tags = _tag_set(tags)
         if not _TOOL_NAME.fullmatch(self.name):
             raise ValueError(
                 f"tool name {self.name!r} must be 1-128 characters of A-Z, a-z, 0-9, '_', '-', '.'"
@@ -171,7 +215,7 @@ class ToolEntry:
 class PromptEntry:
     """A registered prompt; its arguments come from the function's signature."""
 
-    __slots__ = ("name", "signature", "wire")
+    __slots__ = ("name", "run_in_thread", "signature", "tags", "wire")
 
     def __init__(
         self,
@@ -182,8 +226,12 @@ class PromptEntry:
         description: str | None = None,
         icons: Sequence[Icon] | None = None,
         meta: dict[str, Any] | None = None,
+        run_in_thread: bool = True,
+        tags: Collection[str] | None = None,
     ) -> None:
         self.name = name or fn.__name__
+        self.run_in_thread = run_in_thread
+        self.tags = _tag_set(tags)
         self.signature = FunctionSignature(fn)
         schema = self.signature.input_schema()
         props = schema.get("properties", {})
@@ -242,6 +290,9 @@ def resource_contents(uri: str, mime_type: str | None, value: Any) -> list[dict[
             entry: dict[str, Any] = {"uri": uri, "text": item}
         elif isinstance(item, bytes | bytearray | memoryview):
             entry = {"uri": uri, "blob": base64.b64encode(bytes(item)).decode()}
+        elif isinstance(item, _Media):
+            contents.append(item.to_resource_contents(uri))
+            continue
         elif isinstance(item, TextResourceContents | BlobResourceContents):
             contents.append(item.to_wire())
             continue
@@ -260,7 +311,7 @@ def resource_contents(uri: str, mime_type: str | None, value: Any) -> list[dict[
 class ResourceEntry:
     """A registered static resource (or, with `template`, a resource template)."""
 
-    __slots__ = ("mime_type", "signature", "template", "uri", "wire")
+    __slots__ = ("mime_type", "run_in_thread", "signature", "tags", "template", "uri", "wire")
 
     def __init__(
         self,
@@ -275,8 +326,12 @@ class ResourceEntry:
         size: int | None = None,
         icons: Sequence[Icon] | None = None,
         meta: dict[str, Any] | None = None,
+        run_in_thread: bool = True,
+        tags: Collection[str] | None = None,
     ) -> None:
         self.uri = uri
+        self.run_in_thread = run_in_thread
+        self.tags = _tag_set(tags)
         self.mime_type = mime_type
         self.signature = FunctionSignature(fn)
         self.template = UriTemplate(uri) if template else None

@@ -93,6 +93,7 @@ from .input_bounds import stored_answer
 from .once_codec import OnceCodec, Unrecordable, callable_identity, codec_for
 from .request_state import new_flow_id
 from .signature import describe_validation_error
+from .worker_threads import check_on_loop
 
 logger = logging.getLogger("mrtr.server")
 
@@ -113,6 +114,10 @@ class InputPending(BaseException):
 
 class ReplayError(RuntimeError):
     """A handler broke a rule of the replay engine; the message names the rule and the key."""
+
+
+class UnaskableMethod(ReplayError, ValueError):
+    """A handler asked a method that is not an input request (a `ValueError` too)."""
 
 
 #: The methods a handler can ask, with the prefix of their automatic keys (rule 1).
@@ -539,9 +544,10 @@ class Replay:
         convert: Callable[[str, Any], Any] | None = None,
     ) -> Question[Any]:
         """Create (and register) a question; awaiting it gives the answer or stops the run."""
+        check_on_loop("ctx.elicit, ctx.sample, ctx.list_roots or ctx.ask (asking the client)")
         prefix = KEY_PREFIX.get(method)
         if prefix is None:
-            raise ValueError(
+            raise UnaskableMethod(
                 f"cannot ask {method!r}: a handler can ask {', '.join(KEY_PREFIX)} (use "
                 "ctx.elicit, ctx.sample, ctx.list_roots or the *_request helpers)"
             )

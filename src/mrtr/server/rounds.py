@@ -32,6 +32,7 @@ from ..protocol.errors import (
     invalid_request_state,
     missing_client_capability,
 )
+from ..settings import request_state_key as request_state_key_from_env
 from .input_bounds import check_arguments, check_responses, state_too_large
 from .replay import STOPPED, Asker, Failure, Replay, RoundState, question_digest
 from .request_state import (
@@ -43,6 +44,7 @@ from .request_state import (
     mint_request_state,
     verify_request_state,
 )
+from .tool_error import failure_text
 
 if TYPE_CHECKING:
     from .context import RequestContext
@@ -99,10 +101,15 @@ class RoundKeeper:
         self.audience = audience
         self.options = options
         self.rejections = RejectionLog()
+        # Without a configured key, the deployment's shared one from the environment, so that
+        # every worker of one deployment verifies what another sealed.
+        key = options.request_state_key
+        if key is None:
+            key = request_state_key_from_env()
         # A custom verifier replaces verification only: a configured key still seals.
         self.key_ring = (
-            RequestStateKeyRing(options.request_state_key)
-            if options.request_state_verifier is None or options.request_state_key is not None
+            RequestStateKeyRing(key)
+            if options.request_state_verifier is None or key is not None
             else None
         )
         if self.key_ring is not None and self.key_ring.random:
@@ -125,20 +132,28 @@ class RoundKeeper:
             check_responses(responses, self.options.input_required)
         return Round(self, ctx, target, arguments)
 
-    async def verify(self, token: Any, binding: StateBinding) -> VerifiedState:
+    async def verify(
+        self,
+        token: Any,
+        binding: StateBinding,
+        checked: tuple[StateBinding, VerifiedState] | None = None,
+    ) -> VerifiedState:
         """Verify an inbound state, then let `request_state_guard` refuse it.
 
-        Every failure is the same -32602; the cause goes to the log (see `RejectionLog`).
+        `checked` is what `middleware.restore_round` already verified for this request: only
+        the guard runs then. Every failure is the same -32602; the cause goes to the log (see
+        `RejectionLog`).
         """
         hook = "request_state_verifier"
         try:
-            if not isinstance(token, str):
+            if checked is not None and checked[0] == binding:
+                verified = checked[1]
+            elif not isinstance(token, str):
                 raise InvalidRequestState("not_a_string")
             # Bounded before any decoding or decryption: the cost of a refusal stays small.
-            if len(token) > self.options.max_state_bytes:
+            elif len(token) > self.options.max_state_bytes:
                 raise InvalidRequestState("too_large")
-            verifier = self.options.request_state_verifier
-            if verifier is None:
+            elif (verifier := self.options.request_state_verifier) is None:
                 assert self.key_ring is not None
                 verified = verify_request_state(self.key_ring, binding, token)
             else:
@@ -279,7 +294,7 @@ class Round:
         token = params.get("requestState")
         state = ctx._state
         if token is not None:
-            verified = await self.keeper.verify(token, self.binding)
+            verified = await self.keeper.verify(token, self.binding, ctx._verified)
             state = RoundState.decode(verified.data, verified.round, verified.flow_id)
             ctx._state = state
         responses = params.get("inputResponses")
@@ -355,15 +370,16 @@ class Round:
         )
 
     def _failed(self, outcome: Failure, what: str | None) -> Failure:
-        """A tool's own failure is its result; any other failure is -32603."""
+        """A tool's own failure is its result; a prompt's or resource's is -32603, its text
+        masked unless `mask_errors` is off or it is a `ToolError` (see `tool_error.py`)."""
         ctx = self.ctx
         if not outcome.is_error:  # KeyboardInterrupt and the like: never a handler's result
             logger.error("%s: the handler raised", ctx._engine.label, exc_info=outcome.exc)
             raise McpError(INTERNAL_ERROR, f"Internal error while handling {ctx.method}")
         if what is None:
             return outcome
-        logger.error("%s failed", what, exc_info=outcome.exc)
-        raise McpError(INTERNAL_ERROR, f"{what} failed")
+        mask = self.keeper.options.mask_errors
+        raise McpError(INTERNAL_ERROR, failure_text(outcome.exc, what, mask, f"{what} failed: "))
 
     async def _drive(
         self,

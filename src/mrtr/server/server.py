@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine, Sequence
+from typing import Any, TypeVar, overload
 
 from ..protocol import jsonrpc
 from ..protocol import meta as meta_keys
@@ -32,8 +34,11 @@ from ..protocol.errors import (
 )
 from ..protocol.types import Icon, Implementation, ToolAnnotations
 from ..protocol.versions import SUPPORTED_PROTOCOL_VERSIONS
+from ..settings import http_options, server_options
 from .context import NotifySink, RequestContext
 from .legacy import LegacyMethods
+from .lifespan import Lifespan, LifespanRunner
+from .middleware import CallNext, Middleware, check_middleware, compose, restore_round
 from .options import ServerOptions
 from .primitives import PromptEntry, ResourceEntry, ToolEntry, tool_error
 from .replay import Failure, stops_for_input
@@ -47,12 +52,16 @@ from .subscriptions import (
     TOOLS_LIST_CHANGED,
     SubscriptionHub,
 )
+from .tool_error import ToolError, failure_text
+from .worker_threads import WorkerPool, call_on_loop
 
 logger = logging.getLogger("mrtr.server")
 
 F = TypeVar("F", bound=Callable[..., Any])
+M = TypeVar("M", bound=Middleware)
 Handler = Callable[[RequestContext], Awaitable[dict[str, Any]]]
 _SUPPORTED = list(SUPPORTED_PROTOCOL_VERSIONS)
+_Entry = ToolEntry | PromptEntry | ResourceEntry
 
 
 def _encode_cursor(offset: int) -> str:
@@ -86,10 +95,17 @@ class Server:
         website_url: str | None = None,
         icons: Sequence[Icon] | None = None,
         options: ServerOptions | None = None,
+        lifespan: Lifespan | None = None,
+        middleware: Sequence[Middleware] = (),
     ) -> None:
+        """`lifespan`: a function of the server giving an async context manager, entered once
+        per process while the server is served (see `lifespan.py`); what it yields is
+        `ctx.state`. `middleware`: run around every request, first outermost (see
+        `middleware.py`; `@server.middleware` adds more)."""
         self.name = name
         self.version = version
-        self.options = options or ServerOptions()
+        # Without explicit options, the deployment's `MRTR_*` settings (see `mrtr.settings`).
+        self.options = options if options is not None else server_options()
         self.instructions = instructions or self.options.instructions
         self.info = Implementation(
             name=name,
@@ -120,9 +136,23 @@ class Server:
         }
         self._legacy = LegacyMethods(self, self._methods)
         self._subscriptions = SubscriptionHub()
+        self._lifespan = LifespanRunner(self, lifespan)
+        self._middleware: list[Middleware] = []
+        # The composed middleware, or None: a server without any takes its direct path.
+        self._chain: CallNext | None = None
+        for layer in middleware:
+            self.middleware(layer)
 
     # --- registration ----------------------------------------------------------------------
 
+    # Set on first use rather than in `__init__`: most servers never disable a tag, and the
+    # pool of worker threads is made when the first sync handler runs.
+    _disabled: frozenset[str] = frozenset()
+    _pool: WorkerPool | None = None
+
+    @overload
+    def tool(self, name: F, /) -> F: ...
+    @overload
     def tool(
         self,
         name: str | None = None,
@@ -135,13 +165,38 @@ class Server:
         input_schema: dict[str, Any] | None = None,
         output_schema: dict[str, Any] | None = None,
         structured_output: bool | None = None,
-    ) -> Callable[[F], F]:
-        """Register a function as a tool; its signature gives the input schema."""
+        run_in_thread: bool = True,
+        timeout: float | None = None,
+        tags: Collection[str] | None = None,
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self,
+        name: str | F | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        icons: Sequence[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+        input_schema: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | None = None,
+        structured_output: bool | None = None,
+        run_in_thread: bool = True,
+        timeout: float | None = None,
+        tags: Collection[str] | None = None,
+    ) -> F | Callable[[F], F]:
+        """Register a function as a tool; its signature gives the input schema.
+
+        Used bare (`@server.tool`) or called (`@server.tool("name", ...)`). A sync function
+        runs in a worker thread unless `run_in_thread=False`; `timeout` bounds one call (in
+        seconds; past it the call is a tool error); `tags` are for `enable`/`disable`.
+        """
 
         def register(fn: F) -> F:
             entry = ToolEntry(
                 fn,
-                name=name,
+                name=name if isinstance(name, str) else None,
                 title=title,
                 description=description,
                 annotations=annotations,
@@ -150,13 +205,30 @@ class Server:
                 input_schema=input_schema,
                 output_schema=output_schema,
                 structured_output=structured_output,
+                run_in_thread=run_in_thread,
+                timeout=timeout,
+                tags=tags,
             )
+            self._check_duplicate("tool", entry.name, entry.name in self._tools)
             self._tools[entry.name] = entry
-            self._subscriptions.list_changed(TOOLS_LIST_CHANGED)
+            self._list_changed(TOOLS_LIST_CHANGED)
             return fn
 
-        return register
+        return register(name) if callable(name) else register
 
+    def add_tool(self, fn: Callable[..., Any], name: str | None = None, **settings: Any) -> None:
+        """Register `fn` as a tool, as `@server.tool(name, **settings)` would."""
+        self.tool(name, **settings)(fn)
+
+    def remove_tool(self, name: str) -> None:
+        """Remove the tool `name` (a `KeyError` if there is none) and announce the change."""
+        if self._tools.pop(name, None) is None:
+            raise KeyError(f"no tool named {name!r}")
+        self._list_changed(TOOLS_LIST_CHANGED)
+
+    @overload
+    def prompt(self, name: F, /) -> F: ...
+    @overload
     def prompt(
         self,
         name: str | None = None,
@@ -165,18 +237,53 @@ class Server:
         description: str | None = None,
         icons: Sequence[Icon] | None = None,
         meta: dict[str, Any] | None = None,
-    ) -> Callable[[F], F]:
-        """Register a function as a prompt; its parameters are the prompt's arguments."""
+        run_in_thread: bool = True,
+        tags: Collection[str] | None = None,
+    ) -> Callable[[F], F]: ...
+
+    def prompt(
+        self,
+        name: str | F | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        icons: Sequence[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+        run_in_thread: bool = True,
+        tags: Collection[str] | None = None,
+    ) -> F | Callable[[F], F]:
+        """Register a function as a prompt; its parameters are the prompt's arguments.
+
+        Used bare (`@server.prompt`) or called; `run_in_thread` and `tags` as for `tool`.
+        """
 
         def register(fn: F) -> F:
             entry = PromptEntry(
-                fn, name=name, title=title, description=description, icons=icons, meta=meta
+                fn,
+                name=name if isinstance(name, str) else None,
+                title=title,
+                description=description,
+                icons=icons,
+                meta=meta,
+                run_in_thread=run_in_thread,
+                tags=tags,
             )
+            self._check_duplicate("prompt", entry.name, entry.name in self._prompts)
             self._prompts[entry.name] = entry
-            self._subscriptions.list_changed(PROMPTS_LIST_CHANGED)
+            self._list_changed(PROMPTS_LIST_CHANGED)
             return fn
 
-        return register
+        return register(name) if callable(name) else register
+
+    def add_prompt(self, fn: Callable[..., Any], name: str | None = None, **settings: Any) -> None:
+        """Register `fn` as a prompt, as `@server.prompt(name, **settings)` would."""
+        self.prompt(name, **settings)(fn)
+
+    def remove_prompt(self, name: str) -> None:
+        """Remove the prompt `name` (a `KeyError` if there is none) and announce the change."""
+        if self._prompts.pop(name, None) is None:
+            raise KeyError(f"no prompt named {name!r}")
+        self._list_changed(PROMPTS_LIST_CHANGED)
 
     def resource(
         self,
@@ -189,11 +296,15 @@ class Server:
         size: int | None = None,
         icons: Sequence[Icon] | None = None,
         meta: dict[str, Any] | None = None,
+        run_in_thread: bool = True,
+        tags: Collection[str] | None = None,
     ) -> Callable[[F], F]:
         """Register a function as the static resource at `uri`."""
+        if callable(uri):
+            raise TypeError("@server.resource needs the resource's URI: @server.resource(uri)")
 
         def register(fn: F) -> F:
-            self._resources[uri] = ResourceEntry(
+            entry = ResourceEntry(
                 fn,
                 uri,
                 name=name,
@@ -203,8 +314,12 @@ class Server:
                 size=size,
                 icons=icons,
                 meta=meta,
+                run_in_thread=run_in_thread,
+                tags=tags,
             )
-            self._subscriptions.list_changed(RESOURCES_LIST_CHANGED)
+            self._check_duplicate("resource", uri, uri in self._resources)
+            self._resources[uri] = entry
+            self._list_changed(RESOURCES_LIST_CHANGED)
             return fn
 
         return register
@@ -219,28 +334,115 @@ class Server:
         mime_type: str | None = None,
         icons: Sequence[Icon] | None = None,
         meta: dict[str, Any] | None = None,
+        run_in_thread: bool = True,
+        tags: Collection[str] | None = None,
     ) -> Callable[[F], F]:
         """Register a function for every URI matching `uri_template` (its variables are
         the function's parameters)."""
+        if callable(uri_template):
+            raise TypeError(
+                "@server.resource_template needs the URI template: "
+                "@server.resource_template('scheme://{variable}')"
+            )
 
         def register(fn: F) -> F:
-            self._templates.append(
-                ResourceEntry(
-                    fn,
-                    uri_template,
-                    template=True,
-                    name=name,
-                    title=title,
-                    description=description,
-                    mime_type=mime_type,
-                    icons=icons,
-                    meta=meta,
-                )
+            entry = ResourceEntry(
+                fn,
+                uri_template,
+                template=True,
+                name=name,
+                title=title,
+                description=description,
+                mime_type=mime_type,
+                icons=icons,
+                meta=meta,
+                run_in_thread=run_in_thread,
+                tags=tags,
             )
-            self._subscriptions.list_changed(RESOURCES_LIST_CHANGED)
+            at = next((i for i, t in enumerate(self._templates) if t.uri == uri_template), None)
+            self._check_duplicate("resource template", uri_template, at is not None)
+            if at is None:
+                self._templates.append(entry)
+            else:
+                self._templates[at] = entry  # replaced where it was: matching order holds
+            self._list_changed(RESOURCES_LIST_CHANGED)
             return fn
 
         return register
+
+    def add_resource(self, fn: Callable[..., Any], uri: str, **settings: Any) -> None:
+        """Register `fn` as the resource at `uri`, as `@server.resource(uri, ...)` would."""
+        self.resource(uri, **settings)(fn)
+
+    def add_resource_template(
+        self, fn: Callable[..., Any], uri_template: str, **settings: Any
+    ) -> None:
+        """Register `fn` for `uri_template`, as `@server.resource_template(...)` would."""
+        self.resource_template(uri_template, **settings)(fn)
+
+    def remove_resource(self, uri: str) -> None:
+        """Remove the resource at `uri`, or the template spelled `uri` (a `KeyError` if
+        there is neither), and announce the change."""
+        if self._resources.pop(uri, None) is None:
+            kept = [t for t in self._templates if t.uri != uri]
+            if len(kept) == len(self._templates):
+                raise KeyError(f"no resource or resource template {uri!r}")
+            self._templates = kept
+        self._list_changed(RESOURCES_LIST_CHANGED)
+
+    def disable(self, *tags: str) -> None:
+        """Hide every tool, prompt, resource and template carrying one of `tags`.
+
+        Hidden ones leave the lists and are unknown to calls until `enable`d again;
+        listening clients are told the lists changed.
+        """
+        self._disabled = self._disabled | frozenset(tags)
+        self._tags_changed(tags)
+
+    def enable(self, *tags: str) -> None:
+        """Show again what `disable(*tags)` hid (unless another disabled tag still hides it)."""
+        self._disabled = self._disabled - frozenset(tags)
+        self._tags_changed(tags)
+
+    def _tags_changed(self, tags: Collection[str]) -> None:
+        changed = frozenset(tags)
+        kinds: list[tuple[Collection[_Entry], str]] = [
+            (self._tools.values(), TOOLS_LIST_CHANGED),
+            (self._prompts.values(), PROMPTS_LIST_CHANGED),
+            ([*self._resources.values(), *self._templates], RESOURCES_LIST_CHANGED),
+        ]
+        for entries, notification in kinds:
+            if any(not e.tags.isdisjoint(changed) for e in entries):
+                self._list_changed(notification)
+
+    def _list_changed(self, kind: str) -> None:
+        # Registration may happen in a sync tool's worker thread: publishing is for the loop.
+        call_on_loop(self._subscriptions.list_changed, kind)
+
+    def _check_duplicate(self, kind: str, key: str, taken: bool) -> None:
+        """Apply `ServerOptions.on_duplicate` to a registration under a name already taken."""
+        if not taken:
+            return
+        policy = self.options.on_duplicate
+        if policy == "error":
+            raise ValueError(
+                f"{kind} {key!r} is already registered: remove it first, give the new one "
+                "another name, or set ServerOptions(on_duplicate='replace')"
+            )
+        if policy == "warn":
+            logger.warning(
+                "%s %r registered again: the new one replaces the first "
+                "(ServerOptions.on_duplicate='error' refuses this, 'replace' stays silent)",
+                kind,
+                key,
+            )
+
+    def _workers(self) -> WorkerPool:
+        """The pool that runs this server's sync handlers (`ServerOptions.sync_workers`)."""
+        pool = self._pool
+        if pool is None:
+            pool = self._pool = WorkerPool(self.options.sync_workers, self.name)
+        return pool
 
     def completion(self) -> Callable[[F], F]:
         """Register the argument-completion handler.
@@ -255,6 +457,60 @@ class Server:
             return fn
 
         return register
+
+    # --- lifespan and middleware ------------------------------------------------------------
+
+    @property
+    def lifespan_state(self) -> Any:
+        """What the lifespan yielded (None without a lifespan); a `LifespanError` while it is
+        not running. Handlers read it as `ctx.state` or take it as a `State[T]` parameter."""
+        return self._lifespan.state
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[Server]:
+        """Run the lifespan while inside: `async with server.running(): ...`.
+
+        Every transport enters it; nested and concurrent entries share one run of the lifespan
+        (the last exit runs it out). Use it when driving `handle_message` yourself, or from
+        the lifespan of an application that mounts `asgi_app()` (a mounted app is not sent
+        the ASGI `lifespan` events by every framework).
+        """
+        await self._lifespan.enter()
+        try:
+            yield self
+        finally:
+            await self._lifespan.exit()
+
+    def middleware(self, fn: M) -> M:
+        """Register a middleware, `async def mw(ctx, call_next) -> dict`, run around every
+        request; the first registered is the outermost (see `middleware.py`)."""
+        check_middleware(fn)
+        self._middleware.append(fn)
+        self._chain = compose(self._middleware, self._dispatch)
+        return fn
+
+    async def _dispatch(self, ctx: RequestContext) -> dict[str, Any]:
+        """The innermost step under middleware: what `handle_request` does without any."""
+        session = ctx.session
+        if session is not None:
+            return await self._legacy.handle(
+                ctx.request_id,
+                ctx.method,
+                ctx.params,
+                ctx._notify,
+                ctx.transport_info,
+                session,
+                ctx,
+            )
+        method = ctx.method
+        params = ctx.params
+        if method == "initialize":
+            raise _initialize_refused(params)
+        self._check_meta(params)
+        handler = self._methods.get(method)
+        if handler is None:
+            raise method_not_found(method)
+        return await handler(ctx)
 
     # --- entry points for transports -----------------------------------------------------
 
@@ -306,34 +562,33 @@ class Server:
             params = message.get("params")
             if params is None:
                 params = {}
+            chain = self._chain
             if session is not None and self.serves_legacy and not _modern(params):
-                result = await self._legacy.handle(
-                    request_id, method, params, notify, transport_info, session
-                )
+                if chain is None:
+                    result = await self._legacy.handle(
+                        request_id, method, params, notify, transport_info, session
+                    )
+                else:
+                    ctx = RequestContext(
+                        self, request_id, method, params, notify, transport_info, session=session
+                    )
+                    result = _checked(await chain(ctx))
                 return {"jsonrpc": "2.0", "id": request_id, "result": result}
-            if method == "initialize":
-                message_text = (
-                    "initialize is not part of MCP 2026-07-28, which has no handshake; this "
-                    f"endpoint supports protocol versions {', '.join(_SUPPORTED)}"
-                )
-                if _modern(params):
-                    # A modern request naming a removed method: unknown, like `ping`.
-                    raise McpError(METHOD_NOT_FOUND, message_text, {"supported": _SUPPORTED})
-                # A legacy-era client this endpoint cannot serve: it has no way forward, so
-                # name what this server speaks (the HTTP transport answers this with 400).
-                raise McpError(
-                    UNSUPPORTED_PROTOCOL_VERSION,
-                    message_text,
-                    {"supported": _SUPPORTED, "requested": _requested(params)},
-                )
-            # The request's _meta is checked before its method, so that a request that is
-            # malformed or of an unsupported version says so whatever it asks for.
-            self._check_meta(params)
-            handler = self._methods.get(method)
-            if handler is None:
-                raise method_not_found(method)
-            ctx = RequestContext(self, request_id, method, params, notify, transport_info)
-            result = await handler(ctx)
+            if chain is not None:
+                ctx = RequestContext(self, request_id, method, params, notify, transport_info)
+                await restore_round(self._rounds, ctx)
+                result = _checked(await chain(ctx))
+            elif method == "initialize":
+                raise _initialize_refused(params)
+            else:
+                # The request's _meta is checked before its method, so that a request that is
+                # malformed or of an unsupported version says so whatever it asks for.
+                self._check_meta(params)
+                handler = self._methods.get(method)
+                if handler is None:
+                    raise method_not_found(method)
+                ctx = RequestContext(self, request_id, method, params, notify, transport_info)
+                result = await handler(ctx)
         except McpError as exc:
             return jsonrpc.error_response(request_id, exc)
         except Exception:
@@ -423,9 +678,13 @@ class Server:
 
     def has_resource(self, uri: str) -> bool:
         """Whether `uri` names a registered resource or matches a resource template."""
-        if uri in self._resources:
-            return True
-        return any(t.template is not None and t.template.match(uri) for t in self._templates)
+        entry = self._resources.get(uri)
+        if entry is not None:
+            return not self._hidden(entry)
+        return any(
+            t.template is not None and not self._hidden(t) and t.template.match(uri)
+            for t in self._templates
+        )
 
     # --- discovery and lists ---------------------------------------------------------------
 
@@ -447,19 +706,19 @@ class Server:
 
     def notify_tools_changed(self) -> None:
         """Tell listening clients that the tool list changed (registering a tool does this)."""
-        self._subscriptions.list_changed(TOOLS_LIST_CHANGED)
+        self._list_changed(TOOLS_LIST_CHANGED)
 
     def notify_prompts_changed(self) -> None:
         """Tell listening clients that the prompt list changed."""
-        self._subscriptions.list_changed(PROMPTS_LIST_CHANGED)
+        self._list_changed(PROMPTS_LIST_CHANGED)
 
     def notify_resources_changed(self) -> None:
         """Tell listening clients that the resource list changed."""
-        self._subscriptions.list_changed(RESOURCES_LIST_CHANGED)
+        self._list_changed(RESOURCES_LIST_CHANGED)
 
     def notify_resource_updated(self, uri: str) -> None:
         """Tell clients subscribed to `uri` that the resource changed."""
-        self._subscriptions.resource_updated(uri)
+        call_on_loop(self._subscriptions.resource_updated, uri)
 
     def close_subscriptions(self) -> None:
         """End every open `subscriptions/listen` stream gracefully (e.g. at shutdown)."""
@@ -468,7 +727,7 @@ class Server:
     def tool_definition(self, name: str) -> dict[str, Any] | None:
         """The wire definition of tool `name`, as `tools/list` shows it, or None."""
         entry = self._tools.get(name)
-        return entry.wire if entry is not None else None
+        return entry.wire if entry is not None and not self._hidden(entry) else None
 
     async def _listen(self, ctx: RequestContext) -> dict[str, Any]:
         caps = self.capabilities()
@@ -508,16 +767,27 @@ class Server:
         return result
 
     async def _list_tools(self, ctx: RequestContext) -> dict[str, Any]:
-        return self._page(ctx.params, "tools", [t.wire for t in self._tools.values()])
+        return self._page(ctx.params, "tools", self._shown(self._tools.values()))
 
     async def _list_prompts(self, ctx: RequestContext) -> dict[str, Any]:
-        return self._page(ctx.params, "prompts", [p.wire for p in self._prompts.values()])
+        return self._page(ctx.params, "prompts", self._shown(self._prompts.values()))
 
     async def _list_resources(self, ctx: RequestContext) -> dict[str, Any]:
-        return self._page(ctx.params, "resources", [r.wire for r in self._resources.values()])
+        return self._page(ctx.params, "resources", self._shown(self._resources.values()))
 
     async def _list_templates(self, ctx: RequestContext) -> dict[str, Any]:
-        return self._page(ctx.params, "resourceTemplates", [t.wire for t in self._templates])
+        return self._page(ctx.params, "resourceTemplates", self._shown(self._templates))
+
+    def _shown(self, entries: Collection[_Entry]) -> list[dict[str, Any]]:
+        """The wire listings of `entries`, without those a disabled tag hides."""
+        disabled = self._disabled
+        if not disabled:
+            return [e.wire for e in entries]
+        return [e.wire for e in entries if e.tags.isdisjoint(disabled)]
+
+    def _hidden(self, entry: _Entry) -> bool:
+        """Whether a disabled tag hides `entry` (it is then unknown to clients)."""
+        return bool(entry.tags) and not entry.tags.isdisjoint(self._disabled)
 
     # --- the three MRTR methods ------------------------------------------------------------
 
@@ -527,7 +797,7 @@ class Server:
         if not isinstance(name, str):
             raise invalid_params('tools/call needs "name", the name of a tool (a string)')
         entry = self._tools.get(name)
-        if entry is None:
+        if entry is None or (entry.tags and self._disabled and self._hidden(entry)):
             raise invalid_params(f"Unknown tool: {name!r}")
         arguments = params.get("arguments")
         if arguments is not None and not isinstance(arguments, dict):
@@ -536,15 +806,32 @@ class Server:
             kwargs = entry.signature.bind(arguments)
         except ValidationFailure as exc:
             return tool_error(f"Invalid arguments for tool {name!r}: {exc}")
+        signature = entry.signature
+        pool = None if signature.is_async or not entry.run_in_thread else self._workers()
+        timeout = entry.timeout
 
         async def invoke(c: RequestContext) -> Any:
-            return await entry.signature.call(dict(kwargs), c)
+            if timeout is None:
+                return await signature.call(dict(kwargs), c, pool)
+            scope = asyncio.timeout(timeout)
+            try:
+                async with scope:
+                    return await signature.call(dict(kwargs), c, pool)
+            except TimeoutError:
+                if not scope.expired():
+                    raise  # the tool's own TimeoutError: a failure like any other
+                raise ToolError(
+                    f"Tool {name!r} did not finish within its timeout ({timeout:g} s)"
+                ) from None
+
+        mask = self.options.mask_errors
 
         def render(value: Any) -> Any:
             # The engine sorts out how the run ended: protocol errors (a missing capability, a
             # malformed answer) stay errors, and the tool's own errors come back as a Failure.
             if isinstance(value, Failure):
-                return tool_error(f"Error executing tool {name!r}: {value.describe()}")
+                prefix = f"Error executing tool {name!r}: "
+                return tool_error(failure_text(value.exc, f"tool {name!r}", mask, prefix))
             return entry.result(value)
 
         return await self._rounds.round(ctx, name, arguments).complete(invoke, render)
@@ -555,7 +842,7 @@ class Server:
         if not isinstance(name, str):
             raise invalid_params('prompts/get needs "name", the name of a prompt (a string)')
         entry = self._prompts.get(name)
-        if entry is None:
+        if entry is None or (entry.tags and self._disabled and self._hidden(entry)):
             raise invalid_params(f"Unknown prompt: {name!r}")
         arguments = params.get("arguments")
         if arguments is not None and not isinstance(arguments, dict):
@@ -564,9 +851,11 @@ class Server:
             kwargs = entry.signature.bind(arguments)
         except ValidationFailure as exc:
             raise invalid_params(f"Invalid arguments for prompt {name!r}: {exc}") from None
+        signature = entry.signature
+        pool = None if signature.is_async or not entry.run_in_thread else self._workers()
 
         async def invoke(c: RequestContext) -> Any:
-            return await entry.signature.call(dict(kwargs), c)
+            return await signature.call(dict(kwargs), c, pool)
 
         round_ = self._rounds.round(ctx, name, arguments)
         return await round_.complete(invoke, entry.result, what=f"prompt {name!r}")
@@ -576,10 +865,14 @@ class Server:
         if not isinstance(uri, str):
             raise invalid_params('resources/read needs "uri", the URI of a resource (a string)')
         entry = self._resources.get(uri)
+        if entry is not None and self._disabled and self._hidden(entry):
+            entry = None
         variables: dict[str, str] = {}
         if entry is None:
             for template in self._templates:
                 assert template.template is not None
+                if self._disabled and self._hidden(template):
+                    continue
                 found = template.template.match(uri)
                 if found is not None:
                     entry, variables = template, found
@@ -591,9 +884,11 @@ class Server:
         except ValidationFailure as exc:
             raise invalid_params(f"Invalid URI {uri!r} for template {entry.uri!r}: {exc}") from None
         resolved = entry
+        signature = entry.signature
+        pool = None if signature.is_async or not entry.run_in_thread else self._workers()
 
         async def invoke(c: RequestContext) -> Any:
-            return await resolved.signature.call(dict(kwargs), c)
+            return await signature.call(dict(kwargs), c, pool)
 
         def render(value: Any) -> Any:
             return resolved.result(uri, value)
@@ -664,11 +959,11 @@ class Server:
         if transport == "stdio":
             from ..transport.stdio_server import serve_stdio
 
-            _run_loop(serve_stdio(self))
+            _run_loop(_until_terminated(serve_stdio(self)))
         elif transport == "http":
             from ..transport.http_server import serve_http
 
-            _run_loop(serve_http(self, **kwargs))
+            _run_loop(serve_http(self, **{**http_options(), **kwargs}))
         else:
             raise ValueError(f"unknown transport {transport!r}: use 'stdio' or 'http'")
 
@@ -685,12 +980,64 @@ def _run_loop(main: Coroutine[Any, Any, None]) -> None:
     run(main)
 
 
+async def _until_terminated(main: Coroutine[Any, Any, None]) -> None:
+    """Run `main`, ending it on SIGTERM as on end of input: cancelled, so that its cleanup
+    (requests ended, the lifespan run out) still runs, and the process exits normally."""
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    terminated = False
+
+    def terminate() -> None:
+        nonlocal terminated
+        terminated = True
+        if task is not None:
+            task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGTERM, terminate)
+    except (NotImplementedError, RuntimeError, ValueError):  # Windows, or not the main thread
+        await main
+        return
+    try:
+        await main
+    except asyncio.CancelledError:
+        if not terminated:
+            raise
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
+def _checked(result: Any) -> dict[str, Any]:
+    """A middleware's result, which must be the result dict `call_next` gave (or one like it)."""
+    if not isinstance(result, dict):
+        raise TypeError(f"a middleware returned {type(result).__name__}, not the result dict")
+    return result
+
+
 def _modern(params: dict[str, Any]) -> bool:
     """Whether a request's `_meta` names a modern protocol version (served statelessly)."""
     meta = params.get("_meta")
     return (
         isinstance(meta, dict)
         and meta.get(meta_keys.PROTOCOL_VERSION) in SUPPORTED_PROTOCOL_VERSIONS
+    )
+
+
+def _initialize_refused(params: dict[str, Any]) -> McpError:
+    """The error for an `initialize` outside a legacy session."""
+    message_text = (
+        "initialize is not part of MCP 2026-07-28, which has no handshake; this "
+        f"endpoint supports protocol versions {', '.join(_SUPPORTED)}"
+    )
+    if _modern(params):
+        # A modern request naming a removed method: unknown, like `ping`.
+        return McpError(METHOD_NOT_FOUND, message_text, {"supported": _SUPPORTED})
+    # A legacy-era client this endpoint cannot serve: it has no way forward, so name what this
+    # server speaks (the HTTP transport answers this with 400).
+    return McpError(
+        UNSUPPORTED_PROTOCOL_VERSION,
+        message_text,
+        {"supported": _SUPPORTED, "requested": _requested(params)},
     )
 
 

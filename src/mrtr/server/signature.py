@@ -28,7 +28,10 @@ from ..protocol.types import (
     ResourceLink,
     TextContent,
 )
+from .content import Audio, File, Image
 from .docstrings import parse_docstring
+from .lifespan import is_state_annotation
+from .worker_threads import WorkerPool
 
 AnyFunction = Callable[..., Any]
 
@@ -117,6 +120,7 @@ class FunctionSignature:
         "param_names",
         "required",
         "return_annotation",
+        "state_params",
     )
 
     def __init__(self, fn: AnyFunction, *, skip: tuple[str, ...] = ()) -> None:
@@ -124,6 +128,8 @@ class FunctionSignature:
         self.is_async = inspect.iscoroutinefunction(fn)
         hints = typing.get_type_hints(fn, include_extras=True)
         self.context_param: str | None = None
+        #: Parameters annotated `State[T]`: given the lifespan's state, never in the schema.
+        self.state_params: tuple[str, ...] = ()
         fields: dict[str, Any] = {}
         for name, param in inspect.signature(fn).parameters.items():
             if name in skip:
@@ -131,6 +137,9 @@ class FunctionSignature:
             annotation = hints.get(name, Any)
             if _is_context_type(annotation) or (name == "ctx" and annotation is Any):
                 self.context_param = name
+                continue
+            if is_state_annotation(annotation):
+                self.state_params += (name,)
                 continue
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise TypeError(f"{fn.__qualname__}: *args/**kwargs cannot be MCP arguments")
@@ -172,18 +181,26 @@ class FunctionSignature:
         values = model.__dict__
         return {name: values[name] for name in self._fields}
 
-    async def call(self, kwargs: dict[str, Any], ctx: Any) -> Any:
-        """Call the function (sync or async) with validated arguments and the context."""
+    async def call(self, kwargs: dict[str, Any], ctx: Any, pool: WorkerPool | None = None) -> Any:
+        """Call the function with validated arguments and the context: a sync one in a thread
+        of `pool` when given (see `worker_threads.py`), else on the event loop."""
         if self.context_param is not None:
             kwargs[self.context_param] = ctx
+        for name in self.state_params:
+            kwargs[name] = ctx.state
         if self.is_async:
             return await self.fn(**kwargs)
+        if pool is not None:
+            return await pool.call(self.fn, kwargs)
         return self.fn(**kwargs)
 
 
 # --- return values -> structured output ---------------------------------------------------
 
 _CONTENT_TYPES: tuple[type, ...] = (
+    Image,
+    Audio,
+    File,
     TextContent,
     ImageContent,
     AudioContent,
@@ -192,15 +209,17 @@ _CONTENT_TYPES: tuple[type, ...] = (
 )
 
 
-def _is_content(tp: Any) -> bool:
-    """A content block type, a union of them, or a list of either: returned as content."""
+def _is_content(tp: Any, in_list: bool = False) -> bool:
+    """A content block type (or `Image`, `Audio`, `File`), a union of them, or a list of
+    either, where a list may also hold `str` (text blocks): returned as content."""
     if isinstance(tp, type):
-        return issubclass(tp, _CONTENT_TYPES)
+        return issubclass(tp, _CONTENT_TYPES) or (in_list and tp is str)
     origin, args = get_origin(tp), get_args(tp)
     if origin in (typing.Union, types.UnionType):
-        return all(_is_content(a) for a in args)
+        return all(_is_content(a, in_list) for a in args) and not all(a is str for a in args)
     if origin in (list, tuple, Sequence) and args:
-        return all(_is_content(a) for a in args if a is not Ellipsis)
+        items = [a for a in args if a is not Ellipsis]
+        return all(_is_content(a, True) for a in items) and not all(a is str for a in items)
     return False
 
 

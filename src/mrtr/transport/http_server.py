@@ -37,6 +37,7 @@ The handler's `transport_info` is the request's ASGI scope (headers, client addr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
@@ -55,6 +56,7 @@ from ..protocol.errors import (
     PARSE_ERROR,
     McpError,
 )
+from ..server.lifespan import LifespanError
 from . import headers as mcp_headers
 from .http_guard import guarded_protocol
 from .http_legacy import LegacySessions, close_sse_stream
@@ -200,6 +202,7 @@ class StreamableHTTPApp:
         self._accept_cache: dict[bytes, tuple[bool, bool]] = {}
         self._json_type_cache: dict[bytes, bool] = {}
         self._origin_cache: dict[bytes, bool] = {}
+        self._started = False  # whether this app's ASGI lifespan entered the server's
         self._tool_params: dict[
             str, tuple[dict[str, Any], tuple[mcp_headers.HeaderParam, ...]]
         ] = {}
@@ -214,14 +217,32 @@ class StreamableHTTPApp:
             await send({"type": "websocket.close", "code": 1003})
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                self.close()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        # The server's lifespan runs from startup to shutdown, entered once by this app however
+        # often it is sent these events, and shared with any other entry (`serve_http`).
+        async with contextlib.AsyncExitStack() as running:
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    try:
+                        if not self._started:
+                            await running.enter_async_context(self.server.running())
+                            self._started = True
+                    except LifespanError as exc:
+                        logger.error("%s", exc, exc_info=exc.__cause__)
+                        await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                        return
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    self.close()
+                    self._started = False
+                    try:
+                        await running.aclose()
+                    except LifespanError as exc:
+                        logger.error("%s", exc, exc_info=exc.__cause__)
+                        await send({"type": "lifespan.shutdown.failed", "message": str(exc)})
+                        return
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
 
     def close(self) -> None:
         """End every open stream gracefully: `subscriptions/listen` ones get their result,
@@ -750,9 +771,15 @@ class _Uvicorn(uvicorn.Server):
     """uvicorn's server, ending listen streams and legacy sessions (their GET streams) before
     it waits for connections to close (a shutdown would otherwise wait on them for ever)."""
 
-    def __init__(self, config: uvicorn.Config, mcp_server: Server) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        mcp_server: Server,
+        running: contextlib.AsyncExitStack | None = None,
+    ) -> None:
         super().__init__(config)
         self.mcp_server = mcp_server
+        self.running = running
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         app = self.config.app
@@ -761,6 +788,10 @@ class _Uvicorn(uvicorn.Server):
         else:
             self.mcp_server.close_subscriptions()
         await super().shutdown(sockets)
+        if self.running is not None:
+            # Run out here, not after `serve()` returns: on SIGTERM uvicorn re-raises the
+            # signal as `serve()` ends, and the process would die before the lifespan ran out.
+            await self.running.aclose()
 
 
 async def serve_http(
@@ -799,7 +830,8 @@ async def serve_http(
     uvicorn picks uvloop and httptools when they are installed. Other keyword arguments go to
     `uvicorn.Config` (access logging is off unless `access_log=True`; `http` may name "h11" or
     "httptools"). At shutdown, open `subscriptions/listen` streams and legacy sessions end
-    gracefully before connections are drained.
+    gracefully before connections are drained. The server's lifespan runs from before the
+    socket is bound (a failure is a `LifespanError`: nothing is served) until uvicorn is done.
     """
     if "timeout_keep_alive" in uvicorn_kwargs:
         raise TypeError("serve_http: pass keep_alive=..., not timeout_keep_alive=...")
@@ -831,7 +863,12 @@ async def serve_http(
     uvicorn_kwargs["ws"] = "none"
     uvicorn_kwargs["http"] = guarded_protocol(limits, uvicorn_kwargs.get("http", "auto"))
     uvicorn_kwargs["timeout_keep_alive"] = limits.keep_alive
-    await _Uvicorn(uvicorn.Config(app, host=host, port=port, **uvicorn_kwargs), server).serve()
+    config = uvicorn.Config(app, host=host, port=port, **uvicorn_kwargs)
+    # Started before the socket is bound: a lifespan that fails leaves nothing listening. The
+    # app's own ASGI lifespan then shares this run (and `lifespan="off"` cannot skip it).
+    async with contextlib.AsyncExitStack() as running:
+        await running.enter_async_context(server.running())
+        await _Uvicorn(config, server, running).serve()
 
 
 __all__ = ["StreamableHTTPApp", "close_sse_stream", "serve_http"]

@@ -4,10 +4,12 @@ Messages still cross as encoded JSON-RPC bytes in both directions, so what the s
 exactly what a socket would have carried. The server handles each request in the calling
 task: cancelling the client's call cancels the handler directly, which is what
 `notifications/cancelled` achieves on a stream transport, without a task switch per message.
+The server's lifespan runs from `connect` to `close` (shared with any other entry into it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +28,7 @@ class MemoryTransport:
         self._server = server
         self._on_notification: NotificationHandler | None = None
         self._open = False
+        self._lifespan: contextlib.AsyncExitStack | None = None
 
     async def connect(
         self, on_notification: NotificationHandler, on_request: RequestHandler | None = None
@@ -33,6 +36,10 @@ class MemoryTransport:
         # `on_request` is never called: the server is spoken to in 2026-07-28 form, where it
         # asks its questions in results, never in requests of its own.
         self._on_notification = on_notification
+        if self._lifespan is None:
+            stack = contextlib.AsyncExitStack()
+            await stack.enter_async_context(self._server.running())
+            self._lifespan = stack
         self._open = True
 
     async def _from_server(self, message: dict[str, Any]) -> None:
@@ -57,3 +64,6 @@ class MemoryTransport:
 
     async def close(self) -> None:
         self._open = False
+        stack, self._lifespan = self._lifespan, None
+        if stack is not None:
+            await stack.aclose()

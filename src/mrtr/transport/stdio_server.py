@@ -41,12 +41,19 @@ async def serve_stdio(
     a -32700 error; a line longer than the reader's limit (`max_message_size` for the default
     stdin; a `StreamReader` passed in keeps its own `limit`) gets a -32600 error naming the
     limit; serving continues either way. Logs go to stderr only.
+
+    The server's lifespan runs while serving: it starts before the first line is read (a
+    failure is a `LifespanError` and nothing is served) and is run out at end-of-file, or when
+    the serving task is cancelled (SIGTERM under `server.run()`).
     """
     async with contextlib.AsyncExitStack() as stack:
         if stdin is None:
             stdin = await stack.enter_async_context(open_stdin(max_message_size))
         if stdout is None:
             stdout = await stack.enter_async_context(open_stdout())
+        # Entered once the streams are redirected, so that a stray print() of the lifespan
+        # cannot corrupt the message stream; run out before they are restored.
+        await stack.enter_async_context(server.running())
         await _Session(server, stdin, stdout, max_message_size).run()
 
 
