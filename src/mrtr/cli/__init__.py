@@ -251,7 +251,8 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
         help="run a live MRTR demo over loopback HTTP",
         description="Start the demo shop server on loopback HTTP and run a scripted client "
         "against it, printing every round: what was asked, what was answered, and the size "
-        "of the sealed requestState.",
+        "of the sealed requestState; then call the same tool from a legacy (2025-11-25) "
+        "client, whose questions the server asks live on its session.",
     )
     demo.add_argument(
         "--port", type=int, default=0, help="port to listen on (default: any free port)"
