@@ -8,6 +8,11 @@ Two server forms are built from the same tool set:
 * low-level `Server`: `tools/call` returns an `InputRequiredResult` by hand
   and completes on the retry; nothing is sealed.
 
+Both also hold `confirm_live`, the same question asked the classic way for
+legacy (`initialize`-based) sessions: `MCPServer` awaits `ctx.elicit`, the
+low-level form `ctx.session.elicit_form`; the server sends `elicitation/create`
+on the call's own SSE stream and waits for the client's answer.
+
 Every `*_once` coroutine does one unit of work against a fixture built by the
 context managers below; the benchmark runner does the timing.
 """
@@ -29,7 +34,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.session import ClientRequestContext
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
-from mcp.server.mcpserver import Elicit, MCPServer, Resolve
+from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from pydantic import BaseModel
 
@@ -69,6 +74,12 @@ async def _ask_confirm() -> Elicit[Confirm]:
 
 async def _confirm(answer: Annotated[Confirm, Resolve(_ask_confirm)]) -> str:
     return "yes" if answer.ok else "no"
+
+
+async def _confirm_live(ctx: Context) -> str:
+    # The classic, pre-MRTR API: a request to the client in the middle of the call.
+    answer = await ctx.elicit(QUESTION, Confirm)
+    return "yes" if answer.action == "accept" and answer.data.ok else "no"
 
 
 async def _add(a: int, b: int) -> str:
@@ -125,6 +136,7 @@ def build_mcpserver(name: str = "bench") -> MCPServer:
     """
     server: MCPServer = MCPServer(name, log_level="WARNING")
     server.add_tool(_confirm, name="confirm", structured_output=False)
+    server.add_tool(_confirm_live, name="confirm_live", structured_output=False)
     server.add_tool(_add, name="add", structured_output=False)
     for k in range(1, MAX_QUESTIONS + 1):
         server.add_tool(_question_chain(k), name=f"ask{k}", structured_output=False)
@@ -151,6 +163,7 @@ def _text(text: str) -> types.CallToolResult:
 
 _LOWLEVEL_TOOLS = [
     types.Tool(name="confirm", input_schema={"type": "object"}),
+    types.Tool(name="confirm_live", input_schema={"type": "object"}),
     types.Tool(
         name="add",
         input_schema={
@@ -182,6 +195,12 @@ async def _lowlevel_call_tool(
         if "confirm" not in responses:
             return types.InputRequiredResult(input_requests={"confirm": _elicit(QUESTION)})
         return _text("yes" if _accepted_ok(responses["confirm"]) else "no")
+    if params.name == "confirm_live":
+        # Legacy sessions only: ask on the call's own stream and wait for the answer.
+        answer = await ctx.session.elicit_form(
+            QUESTION, CONFIRM_SCHEMA, related_request_id=ctx.request_id
+        )
+        return _text("yes" if _accepted_ok(answer) else "no")
     if params.name == "add":
         args = params.arguments or {}
         return _text(str(int(args["a"]) + int(args["b"])))
@@ -238,10 +257,15 @@ async def accept_ok(
     return types.ElicitResult(action="accept", content={"ok": True})
 
 
-def _client(target: MCPServer | Server[Any] | StdioServerParameters | str) -> Client:
+def _client(
+    target: MCPServer | Server[Any] | StdioServerParameters | str, *, mode: str = "auto"
+) -> Client:
     # Enough rounds for the k=10 growth tool; the SDK default is exactly 10.
     return Client(
-        target, elicitation_callback=accept_ok, input_required_max_rounds=MAX_QUESTIONS + 2
+        target,
+        mode=mode,
+        elicitation_callback=accept_ok,
+        input_required_max_rounds=MAX_QUESTIONS + 2,
     )
 
 
@@ -276,6 +300,18 @@ async def http_server(
 async def http_client(url: str) -> AsyncIterator[Client]:
     """`Client(url)`: Streamable HTTP via the SDK's own httpx2 transport."""
     async with _connected(_client(url)) as client:
+        yield client
+
+
+@asynccontextmanager
+async def legacy_http_client(url: str) -> AsyncIterator[Client]:
+    """`Client(url, mode="legacy")`: `initialize` once, then one Streamable HTTP session.
+
+    The handshake (and the session id it yields) happens here, outside any timing.
+    """
+    async with _connected(_client(url, mode="legacy")) as client:
+        if client.session.initialize_result is None:
+            raise AssertionError("the official client did not open a legacy session")
         yield client
 
 

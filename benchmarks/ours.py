@@ -2,7 +2,10 @@
 
 The server holds the same tools as the official fixtures:
 
-* `confirm` asks one question with `await ctx.elicit(...)` (two rounds);
+* `confirm` asks one question with `await ctx.elicit(...)` (two rounds); on a
+  legacy (`initialize`-based) session the same handler asks it live instead, and
+  is also registered as `confirm_live`, the name of the official SDK's classic
+  (legacy-only) form of the question;
 * `add` answers at once (no MRTR round);
 * `ask1` .. `ask10` ask k questions one after another (k+1 rounds, replaying the
   handler from the top on each round).
@@ -19,7 +22,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from benchmarks.harness import LOOPBACK, AsyncOp, serve_uvicorn
 from benchmarks.official import CONFIRM_SCHEMA, MAX_QUESTIONS, QUESTION, SEAL_KEY
@@ -95,6 +98,8 @@ def build_server(name: str = "bench") -> Server:
     """
     server = Server(name, options=ServerOptions(request_state_key=SEAL_KEY))
     server.tool("confirm", structured_output=False)(_confirm)
+    # One handler serves both eras, so the legacy flow's tool is the very same function.
+    server.tool("confirm_live", structured_output=False)(_confirm)
     server.tool("add", structured_output=False)(_add)
     for k in range(1, MAX_QUESTIONS + 1):
         server.tool(f"ask{k}", structured_output=False)(_question_chain(k))
@@ -109,9 +114,11 @@ async def accept_ok(params: ElicitRequestParams) -> ElicitResult:
     return ElicitResult(action="accept", content={"ok": True})
 
 
-def _options() -> ClientOptions:
+def _options(protocol: Literal["auto", "modern", "legacy"] = "auto") -> ClientOptions:
     # Enough rounds for the k=10 growth tool, as on the official side.
-    return ClientOptions(input_required=InputRequiredConfig(max_rounds=MAX_QUESTIONS + 2))
+    return ClientOptions(
+        input_required=InputRequiredConfig(max_rounds=MAX_QUESTIONS + 2), protocol=protocol
+    )
 
 
 @asynccontextmanager
@@ -144,6 +151,19 @@ async def http_client(url: str) -> AsyncIterator[Client]:
     """`Client.http(url)`: Streamable HTTP on one aiohttp keep-alive session."""
     client = Client.http(url, elicitation_handler=accept_ok, options=_options())
     async with _connected(client) as connected:
+        yield connected
+
+
+@asynccontextmanager
+async def legacy_http_client(url: str) -> AsyncIterator[Client]:
+    """`Client.http(url)` with `protocol="legacy"`: `initialize` once, then one session.
+
+    The handshake happens here (on the first request), outside any timing.
+    """
+    client = Client.http(url, elicitation_handler=accept_ok, options=_options("legacy"))
+    async with _connected(client) as connected:
+        if connected.era != "legacy":
+            raise AssertionError(f"expected a legacy session, got era {connected.era!r}")
         yield connected
 
 

@@ -28,6 +28,12 @@ async def mrtr_flow_once(client: ToolCaller) -> None:
     expect_text(await client.call_tool("confirm", {}), "yes")
 
 
+async def live_flow_once(client: ToolCaller) -> None:
+    """One legacy-session elicitation flow: `confirm_live` -> the server sends
+    `elicitation/create` mid-call -> the client's callback answers -> "yes"."""
+    expect_text(await client.call_tool("confirm_live", {}), "yes")
+
+
 async def plain_call_once(client: ToolCaller) -> None:
     """One `tools/call` of `add(2, 3)` with no MRTR round."""
     expect_text(await client.call_tool("add", {"a": 2, "b": 3}), "5")
