@@ -930,8 +930,11 @@ async def test_missing_answers_are_asked_again() -> None:
     assert none["resultType"] == "input_required"
     assert set(none["inputRequests"]) == {"a", "b"}
 
+    # Each state is redeemed once: the next answers go with the state that asked again.
     half = result_of(
-        await call_tool(server, "pair", responses={"a": accept(name="x")}, state=state)
+        await call_tool(
+            server, "pair", responses={"a": accept(name="x")}, state=none["requestState"]
+        )
     )
     assert half["resultType"] == "input_required"
     assert set(half["inputRequests"]) == {"b"}

@@ -348,10 +348,10 @@ async def test_async_guard_and_a_guard_that_fails_refuse_the_state(
 
 
 async def test_replaying_the_final_round_reruns_the_handler_and_reuses_once_results() -> None:
-    # What the README says happens without a guard: everything after the last question runs
-    # again with the recorded answers; `once` results recorded in the state are reused, and
-    # `ctx.flow_id` is the same, so it can serve as an idempotency key.
-    app = Asking(secret="first-secret")
+    # What the README says happens without a store (`store=None`) or guard: everything after
+    # the last question runs again with the recorded answers; `once` results recorded in the
+    # state are reused, and `ctx.flow_id` is the same, so it can serve as an idempotency key.
+    app = Asking(secret="first-secret", store=None)
     token = first_state(await app.answer_first(await app.start(), accept(ok=True)))
     for _ in range(2):
         assert result_of(await app.finish(token))["resultType"] == "complete"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from .request_state import check_secrets
+from .store import MemoryStore, Store
 from .worker_threads import default_workers
 
 if TYPE_CHECKING:
@@ -93,6 +94,9 @@ class ServerOptions:
     the server makes a random key per process: fine for one process, but **every instance of
     a multi-instance deployment must be given the same key**, or a retry that lands on another
     instance is refused.
+    `request_state_verify_keys`: secrets accepted besides `request_state_key`, never sealed
+    with: rotation in two phases (seal `old`, verify-only `[new]` everywhere; then seal `new`,
+    verify-only `[old]`; then drop `old`), so that no instance seals what another cannot read.
     `request_state_ttl`: seconds a sealed state stays valid; it bounds how long a person may
     take to answer, so keep it at least `input_required.round_timeout` (a warning says so).
     0 means never expires and is warned about; `math.inf` means the same, deliberately.
@@ -105,6 +109,12 @@ class ServerOptions:
     `round` and expiry) and the request's binding, before any handler runs; raising refuses
     the state with the same -32602 as a forged one. Use it to make states single-use.
     `principal`: derives the authenticated caller, which the state is then bound to.
+    `store`: where each redemption of a sealed state is recorded, so a round runs once and a
+    repeat of it gets the first outcome (`redemption.py`); a `MemoryStore` of this server by
+    default (one process: several instances need a shared one); None records nothing, and a
+    replayed state runs its handler again.
+    `max_outcome_bytes`: the largest outcome (result or error, as JSON) kept for repeats; a
+    repeat of a round whose outcome was larger is refused with -32602.
     `page_size`: items per page of list results. `list_ttl_ms`/`list_cache_scope`: caching hints
     on list results.
     `mask_errors`: an exception a handler raises reaches the client as "an internal error
@@ -133,10 +143,23 @@ class ServerOptions:
     mask_errors: bool = True
     sync_workers: int = field(default_factory=default_workers)
     on_duplicate: DuplicatePolicy = "warn"
+    request_state_verify_keys: Sequence[Secret] = ()
+    store: Store | None = field(default_factory=MemoryStore)
+    max_outcome_bytes: int = 256 * 1024
 
     def __post_init__(self) -> None:
         if self.request_state_key is not None:
             check_secrets(self.request_state_key)
+        if isinstance(self.request_state_verify_keys, str | bytes):
+            self.request_state_verify_keys = [self.request_state_verify_keys]
+        if self.request_state_verify_keys:
+            check_secrets(self.request_state_verify_keys)
+        if self.store is not None and not isinstance(self.store, Store):
+            raise ValueError(
+                "ServerOptions.store must implement mrtr.server.store.Store (async add, get, "
+                f"set, delete), or be None; not {type(self.store).__name__}"
+            )
+        _positive_int("ServerOptions", "max_outcome_bytes", self.max_outcome_bytes)
         _positive_int("ServerOptions", "max_state_bytes", self.max_state_bytes)
         _positive_int("ServerOptions", "page_size", self.page_size)
         _positive_int("ServerOptions", "sync_workers", self.sync_workers)

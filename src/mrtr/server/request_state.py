@@ -223,8 +223,13 @@ def check_secrets(secrets: str | bytes | Sequence[str | bytes]) -> None:
 class RequestStateKeyRing:
     """Secrets for sealing ``requestState``; the first seals, all verify.
 
-    Rotate by constructing a new ring as ``[new, old]``: tokens sealed under
-    ``old`` keep verifying until it is dropped from the ring. Secrets should be
+    ``verify_only`` secrets are accepted and never seal. Rotating a deployment goes in two
+    phases, so that no instance ever seals with a key another cannot read: first every
+    instance gets ``RequestStateKeyRing(old, verify_only=[new])``, then (once all run that)
+    ``RequestStateKeyRing(new, verify_only=[old])``; ``old`` is dropped when the states it
+    sealed have expired. A plain ``[new, old]`` ring also verifies both, but while a rolling
+    restart is under way it seals with ``new``, which the instances not yet restarted refuse.
+    Secrets should be
     high-entropy (e.g. ``secrets.token_bytes(32)``); they are expanded with
     HKDF-SHA256, which does not strengthen weak passwords. Each key uses random
     96-bit nonces, so rotate well before sealing ~2**32 tokens with one secret.
@@ -236,8 +241,15 @@ class RequestStateKeyRing:
 
     __slots__ = ("_by_kid", "_random", "_sealer")
 
-    def __init__(self, secrets: str | bytes | Sequence[str | bytes] | None = None) -> None:
+    def __init__(
+        self,
+        secrets: str | bytes | Sequence[str | bytes] | None = None,
+        *,
+        verify_only: str | bytes | Sequence[str | bytes] = (),
+    ) -> None:
         raw = [os.urandom(32)] if secrets is None else _secret_list(secrets)
+        if isinstance(verify_only, str | bytes | bytearray | memoryview) or verify_only:
+            raw += _secret_list(verify_only)
         self._random = secrets is None
         # Key derivation happens once here; the hot path only looks keys up.
         keys: list[_Key] = []

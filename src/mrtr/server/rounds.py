@@ -33,7 +33,9 @@ from ..protocol.errors import (
     missing_client_capability,
 )
 from ..settings import request_state_key as request_state_key_from_env
+from ..settings import request_state_verify_keys as request_state_verify_keys_from_env
 from .input_bounds import check_arguments, check_responses, state_too_large
+from .redemption import Redemptions
 from .replay import STOPPED, Asker, Failure, Replay, RoundState, question_digest
 from .request_state import (
     InvalidRequestState,
@@ -106,11 +108,30 @@ class RoundKeeper:
         key = options.request_state_key
         if key is None:
             key = request_state_key_from_env()
+        verify_only = options.request_state_verify_keys
+        if not verify_only and options.request_state_key is None:
+            verify_only = request_state_verify_keys_from_env() or ()
+        if verify_only and key is None:
+            raise ValueError(
+                "request_state_verify_keys needs a request_state_key to seal with (the key "
+                "every instance seals with now; the verify-only keys are accepted besides it)"
+            )
         # A custom verifier replaces verification only: a configured key still seals.
         self.key_ring = (
-            RequestStateKeyRing(key)
+            RequestStateKeyRing(key, verify_only=verify_only)
             if options.request_state_verifier is None or key is not None
             else None
+        )
+        store = options.store
+        self.redemptions = (
+            None
+            if store is None
+            else Redemptions(
+                store,
+                max_outcome_bytes=options.max_outcome_bytes,
+                round_timeout=options.input_required.round_timeout,
+                rejections=self.rejections,
+            )
         )
         if self.key_ring is not None and self.key_ring.random:
             logger.info(
@@ -293,6 +314,7 @@ class Round:
         params = ctx.params
         token = params.get("requestState")
         state = ctx._state
+        verified: VerifiedState | None = None
         if token is not None:
             verified = await self.keeper.verify(token, self.binding, ctx._verified)
             state = RoundState.decode(verified.data, verified.round, verified.flow_id)
@@ -308,7 +330,23 @@ class Round:
             else:
                 state.take_responses(responses)
             ctx.input_responses = responses
-        # As `_run`, written out here: this is the hot path of every tool call.
+        redemptions = self.keeper.redemptions
+        if verified is not None and redemptions is not None and verified.flow_id:
+            # A sealed state is redeemed once: a repeat gets the first outcome (redemption.py).
+            return await redemptions.redeem(
+                self.binding, verified, responses, lambda: self._execute(invoke, render, what)
+            )
+        return await self._execute(invoke, render, what)
+
+    async def _execute(
+        self,
+        invoke: Callable[[RequestContext], Awaitable[Any]],
+        render: Render,
+        what: str | None,
+    ) -> dict[str, Any]:
+        """Run (or replay) the handler of a modern round and shape its result."""
+        ctx = self.ctx
+        # The same run as `_run_live`, written out here: this is the hot path of every tool call.
         engine = ctx._engine
         engine.target = self.target
         timeout = self.keeper.options.input_required.round_timeout

@@ -1,0 +1,261 @@
+"""Exactly-once redemption of sealed request states.
+
+Sealing stops a client from forging or altering a `requestState`, not from presenting the
+same one twice: a replayed final round, or a client's re-send after a lost response. Run
+again, the handler would repeat everything after its last question (the order placed twice).
+So each redemption is recorded in the server's `Store`, under the state's flow id and round
+("this round of this flow"):
+
+1. Before the handler runs, `add` (set if absent) writes "running", expiring after
+   `round_timeout` (plus a little), so a request that was cancelled, or whose process died,
+   blocks a retry only that long.
+2. When the round ends, its outcome replaces it: the result dict, or the JSON-RPC error
+   (a tool's own failure is a result like any other), kept for the state's remaining lifetime,
+   after which the state itself is refused as expired. A round refused for what the request
+   carried (-32602: an answer that does not fit its question; -32021) is released instead, so
+   the client can send it again corrected.
+3. A second redemption of the same round gets that outcome again (the same result under its
+   own id); while the first is still running it waits for it (polling with backoff, bounded by
+   the same expiry), and then claims the round itself if the record expired. Other answers
+   under the same state change nothing: a client may not re-answer by replaying; it is logged.
+4. An outcome larger than `ServerOptions.max_outcome_bytes` (or not JSON) is not kept: the
+   first request still gets it, a replay gets the uniform -32602 invalid requestState, and
+   the cause goes to the log.
+
+Round 0 carries no state and is never recorded; nor are legacy sessions (no sealed state), nor
+a state a custom verifier returned without a flow id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+
+from ..protocol.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    McpError,
+    invalid_request_state,
+)
+from .store import Store
+
+if TYPE_CHECKING:
+    from .request_state import StateBinding, VerifiedState
+    from .rounds import RejectionLog
+
+__all__ = ["NEVER_EXPIRING_OUTCOME_TTL", "Redemptions"]
+
+logger = logging.getLogger("mrtr.server")
+
+#: Seconds an outcome is kept for a state that never expires (`request_state_ttl` 0 or inf):
+#: a replay after that runs the handler again.
+NEVER_EXPIRING_OUTCOME_TTL: Final = 86_400.0
+# Added to a record's lifetime: instances sharing a store may disagree a little on the time.
+_MARGIN: Final = 5.0
+_FIRST_POLL: Final = 0.001
+_LAST_POLL: Final = 0.1
+
+# A record is one tag byte, the 32-hex-digit digest of the answers that claimed it, and then
+# the outcome as JSON.
+_RUNNING: Final = b"R"
+_RESULT: Final = b"D"
+_ERROR: Final = b"E"
+_NOT_KEPT: Final = b"L"
+_DIGEST_LEN: Final = 32
+# Errors that refuse what the request carried (an answer that does not fit its question, a
+# question the client declared no capability for): the round did not go through, so the
+# state stays redeemable and a corrected re-send runs it.
+_REFUSALS: Final = frozenset((INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY))
+
+
+def _answers_digest(responses: Any) -> bytes:
+    try:
+        encoded = orjson.dumps(responses, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # answers orjson cannot write (checked on arrival, so rare): by repr
+        encoded = repr(responses).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(encoded, digest_size=_DIGEST_LEN // 2).hexdigest().encode("ascii")
+
+
+class _Throttle:
+    """Lets one log line per cause through per `interval` seconds (clients choose how often
+    they replay, so they must not choose how much the server logs)."""
+
+    interval = 60.0
+
+    def __init__(self) -> None:
+        self._last: dict[str, float] = {}
+
+    def allows(self, cause: str) -> bool:
+        now = time.monotonic()
+        last = self._last.get(cause)
+        if last is not None and now - last < self.interval:
+            return False
+        self._last[cause] = now
+        return True
+
+
+class Redemptions:
+    """Records each redemption of a sealed state in `store`, so a round runs at most once."""
+
+    __slots__ = ("_rejections", "_throttle", "max_outcome_bytes", "round_timeout", "store")
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        max_outcome_bytes: int,
+        round_timeout: float,
+        rejections: RejectionLog,
+    ) -> None:
+        self.store = store
+        self.max_outcome_bytes = max_outcome_bytes
+        self.round_timeout = round_timeout
+        self._rejections = rejections
+        self._throttle = _Throttle()
+
+    @staticmethod
+    def key(verified: VerifiedState) -> str:
+        """The store key of the round `verified` opens."""
+        return f"mrtr/round/{verified.flow_id}/{verified.round}"
+
+    async def redeem(
+        self,
+        binding: StateBinding,
+        verified: VerifiedState,
+        responses: Any,
+        run: Callable[[], Awaitable[dict[str, Any]]],
+    ) -> dict[str, Any]:
+        """`run()`'s result the first time this round of this flow is redeemed, and the same
+        outcome (result or error) on every later redemption (see the module docstring)."""
+        store = self.store
+        key = self.key(verified)
+        digest = _answers_digest(responses)
+        kept_for = self._outcome_ttl(verified)
+        running_for = kept_for if self.round_timeout <= 0 else self.round_timeout + _MARGIN
+        running_for = min(running_for, kept_for)
+        waited_until = time.monotonic() + running_for
+        delay = _FIRST_POLL
+        while True:
+            if await store.add(key, _RUNNING + digest, running_for):
+                return await self._run(key, digest, kept_for, binding, run)
+            record = await store.get(key)
+            if record is None:
+                continue  # expired or dropped since the `add`: claim it again
+            if record[:1] != _RUNNING:
+                return self._replay(record, digest, binding)
+            if time.monotonic() >= waited_until:
+                raise McpError(
+                    INTERNAL_ERROR,
+                    f"{binding.method} {binding.target!r}: an earlier request with this "
+                    "requestState is still being handled; retry later",
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _LAST_POLL)
+
+    async def _run(
+        self,
+        key: str,
+        digest: bytes,
+        kept_for: float,
+        binding: StateBinding,
+        run: Callable[[], Awaitable[dict[str, Any]]],
+    ) -> dict[str, Any]:
+        # A cancellation (or a process that dies) leaves "running" to expire on its own: the
+        # handler may have got past its side effect, so the round is not simply reopened.
+        try:
+            result = await run()
+        except McpError as exc:
+            if exc.code in _REFUSALS:
+                await self._release(key, binding)
+            else:
+                await self._keep(key, _ERROR, digest, exc.to_error(), kept_for, binding)
+            raise
+        except Exception:
+            # The dispatcher logs it and answers this generic error; a replay gets it too.
+            error = {
+                "code": INTERNAL_ERROR,
+                "message": f"Internal error while handling {binding.method}",
+            }
+            await self._keep(key, _ERROR, digest, error, kept_for, binding)
+            raise
+        await self._keep(key, _RESULT, digest, result, kept_for, binding)
+        return result
+
+    async def _release(self, key: str, binding: StateBinding) -> None:
+        try:
+            await self.store.delete(key)
+        except Exception:
+            logger.exception(
+                "%s %r: could not release a refused redemption of a requestState",
+                binding.method,
+                binding.target,
+            )
+
+    async def _keep(
+        self,
+        key: str,
+        tag: bytes,
+        digest: bytes,
+        outcome: dict[str, Any],
+        kept_for: float,
+        binding: StateBinding,
+    ) -> None:
+        try:
+            payload = orjson.dumps(outcome)
+        except TypeError as exc:
+            tag, payload = _NOT_KEPT, f"its outcome is not JSON ({exc})".encode()
+        else:
+            if len(payload) > self.max_outcome_bytes:
+                tag = _NOT_KEPT
+                payload = (
+                    f"its outcome ({len(payload)} bytes) is larger than max_outcome_bytes "
+                    f"({self.max_outcome_bytes})"
+                ).encode()
+        try:
+            await self.store.set(key, tag + digest + payload, kept_for)
+        except Exception:
+            # The request's own outcome still goes out; only a replay of it is not recognised.
+            logger.exception(
+                "%s %r: could not record the outcome of a redeemed requestState",
+                binding.method,
+                binding.target,
+            )
+
+    def _replay(self, record: bytes, digest: bytes, binding: StateBinding) -> dict[str, Any]:
+        tag = record[:1]
+        payload = record[1 + _DIGEST_LEN :]
+        if record[1 : 1 + _DIGEST_LEN] != digest and self._throttle.allows("answers"):
+            logger.warning(
+                "%s %r: a requestState was redeemed again with other inputResponses; the "
+                "first redemption's outcome is returned (answers cannot be changed by "
+                "replaying a state)",
+                binding.method,
+                binding.target,
+            )
+        if tag == _RESULT:
+            result: dict[str, Any] = orjson.loads(payload)
+            return result
+        if tag == _ERROR:
+            raise McpError.from_error(orjson.loads(payload))
+        self._rejections.log(
+            binding,
+            "redeemed_again",
+            f"this round already ran once and {payload.decode(errors='replace')}, so the "
+            "repeat cannot be answered with it",
+        )
+        raise invalid_request_state()
+
+    @staticmethod
+    def _outcome_ttl(verified: VerifiedState) -> float:
+        expires_at = verified.expires_at
+        if expires_at is None or not math.isfinite(expires_at):
+            return NEVER_EXPIRING_OUTCOME_TTL
+        return max(expires_at - time.time(), 0.0) + _MARGIN

@@ -1,0 +1,282 @@
+"""Exactly-once redemption of sealed request states: a replayed or re-sent round runs its
+handler's code once and every repeat gets the first outcome (in process and over real HTTP);
+concurrent duplicates run once; too-large outcomes and refusals; `MemoryStore`'s bounds."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from mrtr import Client, ElicitResult, McpError, RequestContext, Server, ServerOptions, ToolError
+from mrtr.protocol.errors import INVALID_PARAMS
+from mrtr.server.store import MemoryStore, Store
+from mrtr_flows import accept, call_tool, error_of, result_of
+from transport_flow import serve
+
+KEY = "k" * 40
+SCHEMA: dict[str, Any] = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+INVALID_STATE = {"reason": "invalid_request_state"}
+
+
+class Shop:
+    """A server whose `charge` asks once, then charges: the side effect to run once."""
+
+    def __init__(self, **options: Any) -> None:
+        options.setdefault("request_state_key", KEY)
+        self.server = Server("shop", options=ServerOptions(**options))
+        self.charges: list[int] = []
+        self.gate: asyncio.Event | None = None
+
+        @self.server.tool()
+        async def charge(ctx: RequestContext, amount: int) -> str:
+            answer = await ctx.elicit("Charge?", SCHEMA, key="confirm")
+            if self.gate is not None:
+                await self.gate.wait()
+            self.charges.append(amount)  # after the last question
+            if amount < 0:
+                raise ToolError(f"refund of {-amount} failed after charging")
+            if amount == 0:
+                raise McpError(-32000, "nothing to charge", {"charged": len(self.charges)})
+            return f"charge #{len(self.charges)} of {amount}: {answer.action}"
+
+        @self.server.tool()
+        async def report(ctx: RequestContext, size: int) -> str:
+            await ctx.elicit("Report?", SCHEMA, key="confirm")
+            self.charges.append(size)
+            return "x" * size
+
+    async def first_state(self, name: str = "charge", **arguments: Any) -> str:
+        first = result_of(await call_tool(self.server, name, arguments))
+        assert first["resultType"] == "input_required"
+        state: str = first["requestState"]
+        return state
+
+    async def final(self, state: str, name: str = "charge", **arguments: Any) -> dict[str, Any]:
+        return await call_tool(
+            self.server, name, arguments, responses={"confirm": accept(ok=True)}, state=state
+        )
+
+
+async def test_a_final_round_replayed_11_times_charges_once() -> None:
+    shop = Shop()
+    state = await shop.first_state(amount=5)
+    responses = [await shop.final(state, amount=5) for _ in range(12)]
+    assert shop.charges == [5]
+    results = [result_of(response) for response in responses]
+    assert results[0]["content"][0]["text"] == "charge #1 of 5: accept"
+    assert all(result == results[0] for result in results)
+    assert len({response["id"] for response in responses}) == 12  # each under its own id
+
+
+async def test_without_a_store_a_replay_charges_again() -> None:
+    # What the store prevents: the same 12 requests with nothing recorded charge 12 times.
+    shop = Shop(store=None)
+    state = await shop.first_state(amount=5)
+    for _ in range(12):
+        result_of(await shop.final(state, amount=5))
+    assert shop.charges == [5] * 12
+
+
+async def test_a_replay_over_http_with_raw_requests_charges_once() -> None:
+    shop = Shop()
+
+    def confirm(params: Any) -> ElicitResult:
+        return ElicitResult(action="accept", content={"ok": True})
+
+    async with (
+        serve(shop.server.asgi_app()) as url,
+        Client.http(f"{url}/mcp", elicitation_handler=confirm) as client,
+    ):
+        params = {"name": "charge", "arguments": {"amount": 7}}
+        first = await client.request("tools/call", params)
+        assert first["resultType"] == "input_required"
+        final = {
+            **params,
+            "inputResponses": {"confirm": {"action": "accept", "content": {"ok": True}}},
+            "requestState": first["requestState"],
+        }
+        results = [await client.request("tools/call", final) for _ in range(12)]
+    assert shop.charges == [7]
+    assert results[0]["content"][0]["text"] == "charge #1 of 7: accept"
+    assert all(result == results[0] for result in results)
+
+
+async def test_concurrent_duplicates_run_once_and_all_get_the_outcome() -> None:
+    shop = Shop()
+    state = await shop.first_state(amount=3)
+    shop.gate = asyncio.Event()
+    tasks = [asyncio.create_task(shop.final(state, amount=3)) for _ in range(8)]
+    await asyncio.sleep(0.02)  # all eight are in: one runs (held at the gate), seven wait
+    assert shop.charges == []
+    shop.gate.set()
+    results = [result_of(response) for response in await asyncio.gather(*tasks)]
+    assert shop.charges == [3]
+    assert all(result == results[0] for result in results)
+
+
+async def test_a_tool_error_is_an_outcome_returned_alike() -> None:
+    shop = Shop()
+    state = await shop.first_state(amount=-2)
+    results = [result_of(await shop.final(state, amount=-2)) for _ in range(3)]
+    assert shop.charges == [-2]
+    assert results[0]["isError"] is True
+    assert "refund of 2 failed" in results[0]["content"][0]["text"]
+    assert all(result == results[0] for result in results)
+
+
+async def test_an_error_response_is_an_outcome_returned_alike() -> None:
+    shop = Shop()
+    state = await shop.first_state(amount=0)
+    errors = [error_of(await shop.final(state, amount=0)) for _ in range(3)]
+    assert shop.charges == [0]
+    assert errors[0] == {"code": -32000, "message": "nothing to charge", "data": {"charged": 1}}
+    assert all(error == errors[0] for error in errors)
+
+
+async def test_an_outcome_too_large_to_keep_answers_a_replay_with_the_uniform_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    shop = Shop(max_outcome_bytes=1024)
+    state = await shop.first_state("report", size=4000)
+    first = result_of(await shop.final(state, "report", size=4000))
+    assert first["content"][0]["text"] == "x" * 4000  # the first request still gets it
+    with caplog.at_level(logging.WARNING, logger="mrtr.server"):
+        error = error_of(await shop.final(state, "report", size=4000))
+    assert error["code"] == INVALID_PARAMS and error["data"] == INVALID_STATE
+    assert "x" * 10 not in error["message"]
+    assert shop.charges == [4000]
+    assert any("max_outcome_bytes (1024)" in r.getMessage() for r in caplog.records)
+    # A small outcome under the same limit is kept as usual.
+    state = await shop.first_state("report", size=10)
+    for _ in range(2):
+        assert result_of(await shop.final(state, "report", size=10))["content"][0]["text"]
+    assert shop.charges == [4000, 10]
+
+
+async def test_other_answers_under_the_same_state_get_the_first_outcome(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    shop = Shop()
+    state = await shop.first_state(amount=4)
+    first = result_of(await shop.final(state, amount=4))
+    with caplog.at_level(logging.WARNING, logger="mrtr.server"):
+        declined = await call_tool(
+            shop.server,
+            "charge",
+            {"amount": 4},
+            responses={"confirm": {"action": "decline"}},
+            state=state,
+        )
+    assert result_of(declined) == first
+    assert shop.charges == [4]
+    assert any("other inputResponses" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_refused_answer_leaves_the_state_redeemable() -> None:
+    # -32602 for an answer that does not fit: the round did not go through, so the client's
+    # corrected re-send with the same state runs it.
+    shop = Shop()
+    state = await shop.first_state(amount=6)
+    bad = await call_tool(
+        shop.server, "charge", {"amount": 6}, responses={"confirm": "yes"}, state=state
+    )
+    assert error_of(bad)["code"] == INVALID_PARAMS
+    assert result_of(await shop.final(state, amount=6))["content"][0]["text"].startswith(
+        "charge #1"
+    )
+    assert shop.charges == [6]
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_cancelled_round_blocks_a_retry_only_until_its_record_expires() -> None:
+    clock = Clock()
+    store = MemoryStore(clock=clock)
+    round_timeout = 30.0
+    shop = Shop(store=store, input_required=ServerOptions.InputRequiredConfig(round_timeout=30))
+    state = await shop.first_state(amount=9)
+    shop.gate = asyncio.Event()
+    first = asyncio.create_task(shop.final(state, amount=9))
+    await asyncio.sleep(0.01)
+    first.cancel()  # the client went away with the handler held at the gate
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    shop.gate.set()
+    assert shop.charges == []
+    # Still "running": a retry now waits for it. Past round_timeout it goes through.
+    waiting = asyncio.create_task(shop.final(state, amount=9))
+    await asyncio.sleep(0.05)
+    assert not waiting.done() and shop.charges == []
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    clock.now += round_timeout + 6
+    assert result_of(await shop.final(state, amount=9))["content"][0]["text"].startswith(
+        "charge #1"
+    )
+    assert shop.charges == [9]
+
+
+async def test_memory_store_operations_and_expiry() -> None:
+    clock = Clock()
+    store = MemoryStore(clock=clock)
+    assert isinstance(store, Store)
+    assert await store.add("a", b"1", 10) is True
+    assert await store.add("a", b"2", 10) is False
+    assert await store.get("a") == b"1"
+    await store.set("a", b"3", 10)
+    assert await store.get("a") == b"3"
+    clock.now += 10
+    assert await store.get("a") is None  # expired at exactly its ttl
+    assert await store.add("a", b"4", 5) is True  # an expired key is absent
+    await store.delete("a")
+    await store.delete("a")
+    assert await store.get("a") is None
+    for bad in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="ttl"):
+            await store.set("b", b"x", bad)
+    with pytest.raises(ValueError, match="max_entries"):
+        MemoryStore(0)
+
+
+async def test_memory_store_is_bounded_by_lru_eviction_and_expiry() -> None:
+    clock = Clock()
+    store = MemoryStore(max_entries=3, clock=clock)
+    for key in "abc":
+        await store.set(key, key.encode(), 100)
+    assert await store.get("a") == b"a"  # "a" is now the most recently used
+    await store.set("d", b"d", 100)
+    assert len(store) == 3 and store.evictions == 1
+    assert await store.get("b") is None  # the least recently used went first
+    assert [await store.get(key) for key in "acd"] == [b"a", b"c", b"d"]
+    for i in range(1000):
+        await store.add(f"flood-{i}", b"x" * 10, 100)
+    assert len(store) == 3
+    clock.now += 200
+    assert store.purge_expired() == 3 and len(store) == 0
+    # An expired entry pushed out is not counted as an early eviction.
+    evictions = store.evictions
+    for key in "wxyz":
+        await store.set(key, b"", 1)
+        clock.now += 2
+    assert store.evictions == evictions
+
+
+def test_a_store_must_implement_the_interface() -> None:
+    with pytest.raises(ValueError, match="Store"):
+        ServerOptions(store={})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_outcome_bytes"):
+        ServerOptions(max_outcome_bytes=0)
+    a, b = ServerOptions(), ServerOptions()
+    assert isinstance(a.store, MemoryStore) and a.store is not b.store
