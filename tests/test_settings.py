@@ -289,3 +289,78 @@ def test_serve_takes_transport_host_and_port_from_the_environment() -> None:
         out, err = process.communicate(timeout=TIMEOUT)
     assert f"serving 'shop' over Streamable HTTP at {url}" in err
     assert out == ""
+
+
+# --- the key ring: a variable or a file -----------------------------------------------------------
+
+
+def test_the_key_variable_takes_commas_or_whitespace_the_first_seals() -> None:
+    ring = [KEY_A, KEY_B]
+    for raw in (f"{KEY_A},{KEY_B}", f" {KEY_A} ,\n{KEY_B} ", f"{KEY_A} {KEY_B}"):
+        assert settings_module.request_state_key({"MRTR_REQUEST_STATE_KEY": raw}) == ring
+    options = server_options({"MRTR_REQUEST_STATE_KEY": f"{KEY_A}, {KEY_B}"})
+    assert options.request_state_key == ring
+    assert settings_module.request_state_key({}) is None
+
+
+def test_the_key_file_holds_one_secret_a_line_with_comments(tmp_path: Path) -> None:
+    path = tmp_path / "key"
+    path.write_text(f"# rotated 2026-07-28\n\n{KEY_B}\n  # the old one, verify only\n{KEY_A}\n")
+    path.chmod(0o600)
+    env = {"MRTR_REQUEST_STATE_KEY_FILE": str(path)}
+    assert settings_module.request_state_key(env) == [KEY_B, KEY_A]
+    assert server_options(env).request_state_key == [KEY_B, KEY_A]
+
+
+async def test_workers_share_the_key_from_a_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    path = tmp_path / "key"
+    path.write_text(KEY_A + "\n")
+    path.chmod(0o600)
+    monkeypatch.setenv("MRTR_REQUEST_STATE_KEY_FILE", str(path))
+    done = await asked_on_one_answered_on_another(worker(ServerOptions()), worker())
+    assert result_of(done)["content"][0]["text"] == "accept"
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("# only a comment\n\n", "holds no secret: write one per line"),
+        ("short\n", "a request-state secret"),
+    ],
+)
+def test_a_bad_key_file_is_refused_naming_it(tmp_path: Path, content: str, says: str) -> None:
+    path = tmp_path / "key"
+    path.write_text(content)
+    path.chmod(0o600)
+    with pytest.raises(SettingsError) as caught:
+        settings_module.request_state_key({"MRTR_REQUEST_STATE_KEY_FILE": str(path)})
+    assert str(caught.value).startswith(f"MRTR_REQUEST_STATE_KEY_FILE={str(path)!r}")
+    assert says in str(caught.value)
+
+
+def test_a_missing_key_file_or_both_forms_are_refused(tmp_path: Path) -> None:
+    missing = str(tmp_path / "absent")
+    with pytest.raises(SettingsError, match="no such file"):
+        settings_module.request_state_key({"MRTR_REQUEST_STATE_KEY_FILE": missing})
+    both = {"MRTR_REQUEST_STATE_KEY": KEY_A, "MRTR_REQUEST_STATE_KEY_FILE": missing}
+    with pytest.raises(SettingsError) as caught:
+        server_options(both)
+    assert "MRTR_REQUEST_STATE_KEY and MRTR_REQUEST_STATE_KEY_FILE are both set" in str(
+        caught.value
+    )
+
+
+def test_a_world_readable_key_file_is_warned_about_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "key"
+    path.write_text(KEY_A)
+    path.chmod(0o644)
+    env = {"MRTR_REQUEST_STATE_KEY_FILE": str(path)}
+    with caplog.at_level(logging.WARNING, logger="mrtr"):
+        assert settings_module.request_state_key(env) == [KEY_A]
+        settings_module.request_state_key(env)
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "is readable by every user of this machine" in warning and "chmod 600" in warning

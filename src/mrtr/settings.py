@@ -9,10 +9,12 @@ Where they apply:
 
 * a `Server` built without `options=` takes its `ServerOptions` from `server_options()`;
   one built with explicit options still takes a missing `request_state_key` from
-  `MRTR_REQUEST_STATE_KEY` (so every worker of one deployment seals with the same key);
+  `MRTR_REQUEST_STATE_KEY` or `MRTR_REQUEST_STATE_KEY_FILE` (so every worker of one deployment
+  seals with the same key);
 * `mrtr serve` and `Server.run(transport="http")` take their address and HTTP limits from
   `http_options()` (command-line flags and keyword arguments win);
-* `mrtr serve` sets up logging from `MRTR_LOG_LEVEL` (`--log-level` wins).
+* `mrtr serve` sets up logging from `MRTR_LOG_LEVEL` (`--log-level` wins) and runs
+  `MRTR_WORKERS` processes (`--workers` wins); its worker processes load `MRTR_TARGET`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
+import stat
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -97,13 +101,16 @@ def _words(name: str, raw: str) -> list[str]:
     return words
 
 
+_SEPARATORS = re.compile(r"[\s,]+")
+_NEW_SECRET = "e.g. from `python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+
+
 def _secrets(name: str, raw: str) -> list[str]:
-    secrets = raw.split()
+    secrets = [secret for secret in _SEPARATORS.split(raw) if secret]
     if not secrets:
         raise SettingsError(
-            f"{name} is set but empty: give one or more space-separated secrets (the first "
-            "seals, all verify), e.g. from `python -c 'import secrets; "
-            "print(secrets.token_urlsafe(32))'`"
+            f"{name} is set but empty: give one or more secrets separated by commas or spaces "
+            f"(the first seals, all verify), {_NEW_SECRET}"
         )
     try:
         check_secrets(secrets)
@@ -112,13 +119,48 @@ def _secrets(name: str, raw: str) -> list[str]:
     return secrets
 
 
+def _secrets_file(name: str, raw: str) -> list[str]:
+    """The ring a key file holds: one secret a line (the first seals), `#` starts a comment."""
+    path = raw.strip()
+    if not path:
+        raise SettingsError(f"{name} is set but empty: give the path of a key file or unset it")
+    try:
+        with open(path, encoding="utf-8") as file:
+            mode = os.fstat(file.fileno()).st_mode
+            text = file.read()
+    except FileNotFoundError:
+        raise SettingsError(f"{name}={path!r}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"{name}={path!r}: cannot be read ({exc})") from None
+    if mode & stat.S_IROTH and f"{name}={path}" not in _warned:
+        # Anyone on the machine could forge request states with it; the deployment may have
+        # reasons (a read-only container image), so this is a warning, not a refusal.
+        _warned.add(f"{name}={path}")
+        logger.warning(
+            "%s=%r is readable by every user of this machine: anyone who reads it can forge "
+            "request states; restrict it (chmod 600 %s)",
+            name,
+            path,
+            path,
+        )
+    lines = (line.strip() for line in text.splitlines())
+    secrets = " ".join(line for line in lines if line and not line.startswith("#"))
+    if not secrets:
+        raise SettingsError(
+            f"{name}={path!r} holds no secret: write one per line (the first seals, all "
+            f"verify; lines starting with # are comments), {_NEW_SECRET}"
+        )
+    return _secrets(f"{name}={path!r}", secrets)
+
+
 @dataclass(frozen=True, slots=True)
 class Variable:
     """One setting: its variable, where it goes, and how its value is read."""
 
     name: str
     #: "options" (a `ServerOptions` field), "input_required" (an `InputRequiredConfig` field),
-    #: "http" (a `serve_http` keyword), "logging" or "serve" (the command line's own).
+    #: "http" (a `serve_http` keyword), "key" (the request-state key ring: `request_state_key`),
+    #: "logging" or "serve" (the command line's own).
     target: str
     field: str
     parse: Callable[[str, str], Any]
@@ -132,8 +174,17 @@ VARIABLES: tuple[Variable, ...] = (
              "transport of `mrtr serve`"),
     Variable("MRTR_HOST", "http", "host", _text, "address to listen on over HTTP"),
     Variable("MRTR_PORT", "http", "port", _integer(0, 65535), "port to listen on over HTTP"),
-    Variable("MRTR_REQUEST_STATE_KEY", "options", "request_state_key", _secrets,
-             "requestState secrets, space-separated: the first seals, all verify"),
+    Variable("MRTR_TARGET", "serve", "target", _text,
+             "the server `mrtr serve`'s worker processes load (MODULE:ATTR or FILE.py:ATTR)"),
+    Variable("MRTR_WORKERS", "serve", "workers", _integer(1),
+             "processes `mrtr serve --transport http` runs (more than 1 needs a shared key)"),
+    Variable("MRTR_REQUEST_STATE_KEY", "key", "request_state_key", _secrets,
+             "requestState secrets, separated by commas or spaces: the first seals, all verify"),
+    Variable("MRTR_REQUEST_STATE_KEY_FILE", "key", "request_state_key", _secrets_file,
+             "a file of requestState secrets, one a line (# comments): the first seals"),
+    Variable("MRTR_REQUEST_STATE_VERIFY_KEYS", "options", "request_state_verify_keys",
+             _secrets, "requestState secrets accepted but never sealed with, space-separated "
+             "(key rotation)"),
     Variable("MRTR_REQUEST_STATE_TTL", "options", "request_state_ttl",
              _seconds("0 = never expires"), "seconds a sealed requestState stays valid"),
     Variable("MRTR_MAX_STATE_BYTES", "options", "max_state_bytes", _integer(1),
@@ -212,10 +263,29 @@ def _near(a: str, b: str) -> bool:
 
 
 def request_state_key(environ: Mapping[str, str] | None = None) -> list[str] | None:
-    """The secrets `MRTR_REQUEST_STATE_KEY` holds (space-separated), or None when unset."""
+    """The key ring of the environment, or None when neither variable is set.
+
+    `MRTR_REQUEST_STATE_KEY` holds secrets separated by commas or whitespace;
+    `MRTR_REQUEST_STATE_KEY_FILE` names a file holding one a line. The first seals, all
+    verify. Setting both is an error: which one wins would be a guess.
+    """
     env = os.environ if environ is None else environ
-    raw = env.get("MRTR_REQUEST_STATE_KEY")
-    return None if raw is None else _secrets("MRTR_REQUEST_STATE_KEY", raw)
+    given = [
+        variable for variable in VARIABLES if variable.target == "key" and variable.name in env
+    ]
+    if len(given) > 1:
+        raise SettingsError(
+            f"{' and '.join(v.name for v in given)} are both set: give the key ring in one of "
+            "them and unset the other"
+        )
+    return given[0].parse(given[0].name, env[given[0].name]) if given else None
+
+
+def request_state_verify_keys(environ: Mapping[str, str] | None = None) -> list[str] | None:
+    """The verify-only secrets `MRTR_REQUEST_STATE_VERIFY_KEYS` holds, or None when unset."""
+    env = os.environ if environ is None else environ
+    raw = env.get("MRTR_REQUEST_STATE_VERIFY_KEYS")
+    return None if raw is None else _secrets("MRTR_REQUEST_STATE_VERIFY_KEYS", raw)
 
 
 def server_options(environ: Mapping[str, str] | None = None, **overrides: Any) -> ServerOptions:
@@ -225,6 +295,9 @@ def server_options(environ: Mapping[str, str] | None = None, **overrides: Any) -
     and adds what only code can give.
     """
     fields = _read(environ, "options")
+    key = request_state_key(environ)
+    if key is not None:
+        fields["request_state_key"] = key
     limits = _read(environ, "input_required")
     if limits and "input_required" not in overrides:
         fields["input_required"] = InputRequiredConfig(**limits)
@@ -256,6 +329,16 @@ def serve_transport(environ: Mapping[str, str] | None = None) -> str | None:
     return _read(environ, "serve").get("transport")
 
 
+def serve_workers(environ: Mapping[str, str] | None = None) -> int | None:
+    """The number of processes `MRTR_WORKERS` asks `mrtr serve` for, or None."""
+    return _read(environ, "serve").get("workers")
+
+
+def serve_target(environ: Mapping[str, str] | None = None) -> str | None:
+    """The target `MRTR_TARGET` names (what a worker process of `mrtr serve` loads), or None."""
+    return _read(environ, "serve").get("target")
+
+
 def log_level(environ: Mapping[str, str] | None = None) -> str | None:
     """The level `MRTR_LOG_LEVEL` names (lower case), or None."""
     return _read(environ, "logging").get("level")
@@ -280,6 +363,8 @@ __all__ = [
     "http_options",
     "log_level",
     "request_state_key",
+    "serve_target",
     "serve_transport",
+    "serve_workers",
     "server_options",
 ]

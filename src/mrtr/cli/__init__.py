@@ -65,7 +65,8 @@ and limits): see the README.
 examples:
   mrtr serve shop.py:server                       # stdio, for an MCP host to spawn
   mrtr serve shop.app:server --transport http --port 8000
-  mrtr serve shop.app:server --transport http --max-connections 200 --body-timeout 10"""
+  mrtr serve shop.app:server --transport http --max-connections 200 --body-timeout 10
+  MRTR_REQUEST_STATE_KEY_FILE=key.txt mrtr serve shop.py:server --transport http --workers 4"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,6 +142,13 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     )
     serve.add_argument("--host", help="address to listen on with http (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to listen on with http (default 8000)")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="with http, N processes sharing the port (default 1); more than 1 needs a "
+        "request-state key shared by all (MRTR_REQUEST_STATE_KEY or _FILE)",
+    )
     limits = serve.add_argument_group("HTTP limits (with --transport http)")
     for flag, seconds, default, text in _HTTP_LIMITS:
         limits.add_argument(
@@ -284,18 +292,31 @@ def _check_port(parser: argparse.ArgumentParser, port: int | None) -> None:
 
 
 def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from ..settings import SettingsError, http_options, log_level, serve_transport
-    from .serve import TargetError, TargetImportError, serve
+    from ..settings import (
+        SettingsError,
+        http_options,
+        log_level,
+        request_state_key,
+        serve_transport,
+        serve_workers,
+    )
+    from .serve import TargetError, TargetImportError, WorkersError, serve
 
     _check_port(parser, args.port)
+    if args.workers is not None and args.workers < 1:
+        parser.error(f"--workers {args.workers}: give a number of processes of at least 1")
     try:
         args.transport = args.transport or serve_transport() or "stdio"
         level = args.log_level or log_level() or "warning"
         from_env = http_options() if args.transport == "http" else {}
+        request_state_key()  # a bad key or key file stops the command here, named
+        workers = args.workers if args.workers is not None else serve_workers()
     except SettingsError as exc:
         return _settings_error("serve", exc)
     if args.transport == "stdio" and (args.host is not None or args.port is not None):
         parser.error("--host and --port apply to --transport http only")
+    if args.transport == "stdio" and args.workers is not None and args.workers > 1:
+        parser.error("--workers applies to --transport http only")
     host = args.host if args.host is not None else from_env.pop("host", None)
     port = args.port if args.port is not None else from_env.pop("port", None)
     from_env.pop("host", None)
@@ -321,9 +342,14 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except ValueError as exc:
         parser.error(f"--max-body-size, --max-inflight-body-bytes: {exc}")
     try:
-        serve(args.target, args.transport, host, port, level, **limits)
+        # MRTR_WORKERS is for HTTP: on stdio (an MCP host spawning the server) it is moot.
+        count = (workers or 1) if args.transport == "http" else 1
+        serve(args.target, args.transport, host, port, level, count, **limits)
     except TargetError as exc:
         parser.error(str(exc))
+    except WorkersError as exc:
+        print(f"mrtr serve: {exc}", file=sys.stderr)
+        return 2
     except TargetImportError as exc:
         print(f"mrtr serve: {exc}", file=sys.stderr)
         return 1

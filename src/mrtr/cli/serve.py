@@ -5,21 +5,52 @@ Without `:ATTR` the module's `server` attribute is used, or its only `Server` if
 one. `ATTR` may be dotted (`app:services.mcp`). The current directory is importable, as it is
 for `python -m`, and a file's own directory is importable while it loads, as it is for
 `python file.py`.
+
+With `workers` above 1 (`--workers`, `MRTR_WORKERS`), uvicorn runs that many processes sharing
+the port, each importing the target itself through `make_app` (the target travels in
+`MRTR_TARGET`, the settings in the other `MRTR_*` variables). Rounds of one flow then land on
+different processes, so every process must seal with the same key: without one configured
+(code, `MRTR_REQUEST_STATE_KEY` or `MRTR_REQUEST_STATE_KEY_FILE`) the command refuses to start.
+The same factory serves under uvicorn's own command line, connection limits included:
+
+    MRTR_TARGET=shop.py:server MRTR_REQUEST_STATE_KEY_FILE=/run/secrets/mrtr-key \
+      uvicorn mrtr.cli.serve:make_app --factory --workers 4 --ws none \
+      --http mrtr.transport.http_server:worker_protocol
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
 import os
 import sys
 import traceback
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..server.server import Server
-from ..settings import configure_logging
+from ..settings import (
+    VARIABLES,
+    configure_logging,
+    http_options,
+    log_level,
+    serve_target,
+)
+from ..transport.http_limits import DEFAULT_KEEP_ALIVE
+
+if TYPE_CHECKING:
+    from ..transport.http_server import StreamableHTTPApp
+
+logger = logging.getLogger("mrtr.serve")
+
+KEY_HOWTO = (
+    "set MRTR_REQUEST_STATE_KEY (secrets separated by commas, the first seals) or "
+    "MRTR_REQUEST_STATE_KEY_FILE (a file of them, one a line), the same for every process, or "
+    "give ServerOptions(request_state_key=...); make a secret with "
+    "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+)
 
 
 class TargetError(Exception):
@@ -137,35 +168,131 @@ def _failure(where: str) -> str:
     return f"importing {where} failed:\n{traceback.format_exc().rstrip()}"
 
 
+class WorkersError(Exception):
+    """Several worker processes asked for without a shared key (a usage error: exit status 2)."""
+
+
+def seals_with_ephemeral_key(server: Server) -> bool:
+    """Whether `server` seals request states with a random per-process key (none configured)."""
+    ring = server._rounds.key_ring
+    return ring is not None and ring.random
+
+
+def warn_if_ephemeral_key(server: Server) -> None:
+    """Log one warning when `server` seals with a random per-process key."""
+    if seals_with_ephemeral_key(server):
+        logger.warning(
+            "server %r seals requestState with a random per-process key: a retry that lands on "
+            "another process (another worker or instance, or this one restarted) will be "
+            "refused. To share one: %s",
+            server.name,
+            KEY_HOWTO,
+        )
+
+
 def serve(
     target: str,
     transport: str,
     host: str | None,
     port: int | None,
     log_level: str = "warning",
+    workers: int = 1,
     **http_options: Any,
 ) -> None:
     """Load `target` and serve it until stopped (stdio: until stdin closes).
 
     Logs at `log_level` and above go to stderr (never stdout, which carries the protocol on
     stdio). `http_options` go to `serve_http` (its limits: `header_timeout=`,
-    `max_connections=`...).
+    `max_connections=`...). `workers` above 1 (HTTP only) runs that many uvicorn worker
+    processes; it raises `WorkersError` when the server has no configured key.
     """
     configure_logging(log_level)
     server = load_server(target)
+    if workers > 1 and seals_with_ephemeral_key(server):
+        raise WorkersError(
+            f"--workers {workers} needs a request-state key shared by every worker (a round "
+            f"sealed by one worker is retried on another): {KEY_HOWTO}"
+        )
+    warn_if_ephemeral_key(server)
     if transport == "http":
         host = host or "127.0.0.1"
         port = 8000 if port is None else port
         http_options.setdefault("log_level", log_level)  # uvicorn's own loggers too
         shown = f"[{host}]" if ":" in host else host
         print(
-            f"mrtr: serving {server.name!r} over Streamable HTTP at http://{shown}:{port}/mcp",
+            f"mrtr: serving {server.name!r} over Streamable HTTP at http://{shown}:{port}/mcp"
+            + (f" with {workers} worker processes" if workers > 1 else ""),
             file=sys.stderr,
             flush=True,
         )
-        server.run(transport="http", host=host, port=port, **http_options)
+        if workers > 1:
+            _run_workers(target, host, port, workers, log_level, http_options)
+        else:
+            server.run(transport="http", host=host, port=port, **http_options)
     else:
         server.run(transport="stdio")
 
 
-__all__ = ["TargetError", "TargetImportError", "load_server", "serve", "split_target"]
+def _run_workers(
+    target: str, host: str, port: int, workers: int, level: str, options: dict[str, Any]
+) -> None:
+    import uvicorn
+
+    # Each worker is a fresh interpreter that reads its settings from the environment it
+    # inherits: the command line's values are handed down as the variables they stand for.
+    where, attr = split_target(target)
+    if where.endswith(".py") or os.sep in where or "/" in where:
+        where = str(Path(where).resolve())  # a worker need not resolve it from the same place
+    os.environ["MRTR_TARGET"] = where if attr is None else f"{where}:{attr}"
+    os.environ["MRTR_LOG_LEVEL"] = level
+    by_field = {v.field: v.name for v in VARIABLES if v.target == "http"}
+    for name, value in options.items():
+        if name in by_field:
+            text = " ".join(value) if isinstance(value, list | tuple) else str(value)
+            os.environ[by_field[name]] = text
+    uvicorn.run(
+        "mrtr.cli.serve:make_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        http="mrtr.transport.http_server:worker_protocol",
+        ws="none",
+        lifespan="on",
+        access_log=False,
+        log_level=level,
+        timeout_keep_alive=options.get("keep_alive", DEFAULT_KEEP_ALIVE),
+    )
+
+
+def make_app() -> StreamableHTTPApp:
+    """The app of one worker process: the server `MRTR_TARGET` names, with the settings and
+    connection limits of the `MRTR_*` variables (an app factory for uvicorn's `--factory`)."""
+    from ..transport.http_server import worker_app
+
+    configure_logging(log_level() or "warning")
+    target = serve_target()
+    if target is None:
+        raise TargetError(
+            "MRTR_TARGET is not set: name the server to serve (MODULE:ATTR or FILE.py:ATTR)"
+        )
+    server = load_server(target)
+    warn_if_ephemeral_key(server)
+    options = http_options()
+    options.pop("host", None)
+    options.pop("port", None)
+    return worker_app(server, **options)
+
+
+__all__ = [
+    "KEY_HOWTO",
+    "TargetError",
+    "TargetImportError",
+    "WorkersError",
+    "load_server",
+    "make_app",
+    "seals_with_ephemeral_key",
+    "serve",
+    "split_target",
+    "warn_if_ephemeral_key",
+]

@@ -32,6 +32,8 @@ The handler's `transport_info` is the request's ASGI scope (headers, client addr
 
 `serve_http` runs the app under uvicorn with the connection limits of `http_limits.py`
 (timeouts for headers, body and idle keep-alive; bounds on connections and header bytes).
+Under uvicorn's own worker processes, `worker_app` builds each worker's app and
+`worker_protocol` (uvicorn's `http=`) gives its connections the same limits.
 """
 
 from __future__ import annotations
@@ -871,4 +873,66 @@ async def serve_http(
         await _Uvicorn(config, server, running).serve()
 
 
-__all__ = ["StreamableHTTPApp", "close_sse_stream", "serve_http"]
+# --- uvicorn's worker processes ---------------------------------------------------------------
+
+_APP_KEYWORDS = frozenset(
+    ("path", "allowed_origins", "allowed_hosts", "max_body_size", "keepalive_interval",
+     "session_idle_timeout", "max_sessions", "session_buffer_bytes", "sse_retry")
+)  # fmt: skip
+_LIMIT_KEYWORDS = frozenset(
+    ("header_timeout", "body_timeout", "keep_alive", "max_connections", "max_header_size",
+     "max_inflight_body_bytes")
+)  # fmt: skip
+
+# This process's worker app and the protocol class bounding its connections: uvicorn resolves
+# `http=` by import, so the class the app's limits built is found here.
+_worker: tuple[StreamableHTTPApp, type[asyncio.Protocol]] | None = None
+
+
+def worker_app(server: Server, **options: Any) -> StreamableHTTPApp:
+    """The app of one uvicorn worker process, bounded as `serve_http` bounds its own.
+
+    `options` are `serve_http`'s keywords (the app's and the connection limits). Load it from
+    an app factory and name `worker_protocol` as uvicorn's `http` (with `ws="none"` and
+    `timeout_keep_alive` equal to `keep_alive`): each connection of the worker then gets the
+    limits. The server's lifespan runs with the ASGI lifespan of each worker.
+    """
+    global _worker
+    unknown = set(options) - _APP_KEYWORDS - _LIMIT_KEYWORDS
+    if unknown:
+        raise TypeError(f"worker_app: unexpected keywords {', '.join(sorted(unknown))}")
+    limit = {name: value for name, value in options.items() if name in _LIMIT_KEYWORDS}
+    limit["max_connections"] = connection_cap(
+        limit.get("max_connections", DEFAULT_MAX_CONNECTIONS), raise_open_files_limit()
+    )
+    limits = HTTPLimits(**limit)
+    app = StreamableHTTPApp(
+        server,
+        max_inflight_body_bytes=limits.max_inflight_body_bytes,
+        **{name: value for name, value in options.items() if name in _APP_KEYWORDS},
+    )
+    guarded = guarded_protocol(limits)
+
+    def shutdown(self: Any) -> None:
+        # uvicorn asks each connection to end before it waits for them: open listen streams
+        # and legacy sessions end first, or a worker would wait on them for ever.
+        app.close()
+        super(closing, self).shutdown()
+
+    closing: type[asyncio.Protocol] = type(guarded.__name__, (guarded,), {"shutdown": shutdown})
+    _worker = (app, closing)
+    return app
+
+
+def worker_protocol(**kwargs: Any) -> asyncio.Protocol:
+    """uvicorn's `http=` for worker processes (`mrtr.transport.http_server:worker_protocol`):
+    a connection bounded by the limits of this process's `worker_app`."""
+    if _worker is None:
+        raise RuntimeError(
+            "worker_protocol bounds the connections of worker_app's app: load the app with "
+            "worker_app (mrtr.cli.serve:make_app) in this process"
+        )
+    return _worker[1](**kwargs)
+
+
+__all__ = ["StreamableHTTPApp", "close_sse_stream", "serve_http", "worker_app", "worker_protocol"]
