@@ -954,7 +954,8 @@ class Server:
         that bound every connection (`header_timeout=`, `body_timeout=`, `keep_alive=`,
         `max_connections=`, `max_body_size=`, `max_inflight_body_bytes=`...).
 
-        Runs on uvloop when it is installed (the `fast` extra): it halves per-message latency.
+        Runs on uvloop when it is installed (a default dependency on CPython): it halves per-message
+        latency.
         """
         if transport == "stdio":
             from ..transport.stdio_server import serve_stdio
