@@ -13,6 +13,9 @@ Where they apply:
   seals with the same key);
 * `mrtr serve` and `Server.run(transport="http")` take their address and HTTP limits from
   `http_options()` (command-line flags and keyword arguments win);
+* `MRTR_STORE_URL` (`redis://host:port/db`) makes `server_options()` use that Redis as the
+  shared store and change broker (`mrtr.server.redis_store`), after checking that it answers:
+  an unreachable one raises `SettingsError` at start-up;
 * `mrtr serve` sets up logging from `MRTR_LOG_LEVEL` (`--log-level` wins) and runs
   `MRTR_WORKERS` processes (`--workers` wins); its worker processes load `MRTR_TARGET`.
 """
@@ -153,6 +156,16 @@ def _secrets_file(name: str, raw: str) -> list[str]:
     return _secrets(f"{name}={path!r}", secrets)
 
 
+def _store_url(name: str, raw: str) -> str:
+    url = raw.strip()
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        raise SettingsError(
+            f"{name}={raw!r}: give a Redis URL, redis://host:port/db (rediss:// for TLS, "
+            "unix:///path.sock), or unset it for an in-memory store"
+        )
+    return url
+
+
 @dataclass(frozen=True, slots=True)
 class Variable:
     """One setting: its variable, where it goes, and how its value is read."""
@@ -160,7 +173,7 @@ class Variable:
     name: str
     #: "options" (a `ServerOptions` field), "input_required" (an `InputRequiredConfig` field),
     #: "http" (a `serve_http` keyword), "key" (the request-state key ring: `request_state_key`),
-    #: "logging" or "serve" (the command line's own).
+    #: "store" (`MRTR_STORE_URL`), "logging" or "serve" (the command line's own).
     target: str
     field: str
     parse: Callable[[str, str], Any]
@@ -201,6 +214,8 @@ VARIABLES: tuple[Variable, ...] = (
              "inputResponses one request may carry"),
     Variable("MRTR_MAX_RESPONSE_BYTES", "input_required", "max_response_bytes", _integer(1),
              "bytes of JSON those answers may take together"),
+    Variable("MRTR_STORE_URL", "store", "url", _store_url,
+             "Redis shared by every instance (redis://host:port/db); unset = in memory"),
     Variable("MRTR_HEADER_TIMEOUT", "http", "header_timeout", _limit_seconds,
              "seconds a client has to send a request's headers"),
     Variable("MRTR_BODY_TIMEOUT", "http", "body_timeout", _limit_seconds,
@@ -301,8 +316,26 @@ def server_options(environ: Mapping[str, str] | None = None, **overrides: Any) -
     limits = _read(environ, "input_required")
     if limits and "input_required" not in overrides:
         fields["input_required"] = InputRequiredConfig(**limits)
+    url = _read(environ, "store").get("url")
+    if url is not None and ("store" not in overrides or "broker" not in overrides):
+        fields.update(_redis(url))
     fields.update(overrides)
     return ServerOptions(**fields)
+
+
+def _redis(url: str) -> dict[str, Any]:
+    """The Redis store and broker at `url`, once it answered a PING."""
+    try:
+        from .server.redis_store import RedisBroker, RedisStore, check_reachable
+    except ImportError:
+        raise SettingsError(
+            'MRTR_STORE_URL needs the Redis client: pip install "mrtr[redis]"'
+        ) from None
+    try:
+        check_reachable(url)
+    except ConnectionError as exc:
+        raise SettingsError(f"MRTR_STORE_URL: {exc}") from None
+    return {"store": RedisStore(url), "broker": RedisBroker(url)}
 
 
 def http_options(environ: Mapping[str, str] | None = None) -> dict[str, Any]:

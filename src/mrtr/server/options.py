@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from .request_state import check_secrets
-from .store import MemoryStore, Store
+from .store import Broker, MemoryStore, Store
 from .worker_threads import default_workers
 
 if TYPE_CHECKING:
@@ -113,6 +113,10 @@ class ServerOptions:
     repeat of it gets the first outcome (`redemption.py`); a `MemoryStore` of this server by
     default (one process: several instances need a shared one); None records nothing, and a
     replayed state runs its handler again.
+    `broker`: carries change notifications (`notify_*`) to the other instances serving the
+    same server name, and theirs here, so a `subscriptions/listen` stream or legacy session
+    on any instance hears of a change made on any other (`store.py`); None (the default):
+    this server's own listeners only. `MRTR_STORE_URL` sets both `store` and `broker` to Redis.
     `max_outcome_bytes`: the largest outcome (result or error, as JSON) kept for repeats; a
     repeat of a round whose outcome was larger is refused with -32602.
     `page_size`: items per page of list results. `list_ttl_ms`/`list_cache_scope`: caching hints
@@ -146,6 +150,7 @@ class ServerOptions:
     request_state_verify_keys: Sequence[Secret] = ()
     store: Store | None = field(default_factory=MemoryStore)
     max_outcome_bytes: int = 256 * 1024
+    broker: Broker | None = None
 
     def __post_init__(self) -> None:
         if self.request_state_key is not None:
@@ -158,6 +163,11 @@ class ServerOptions:
             raise ValueError(
                 "ServerOptions.store must implement mrtr.server.store.Store (async add, get, "
                 f"set, delete), or be None; not {type(self.store).__name__}"
+            )
+        if self.broker is not None and not isinstance(self.broker, Broker):
+            raise ValueError(
+                "ServerOptions.broker must implement mrtr.server.store.Broker (publish, async "
+                f"subscribe), or be None; not {type(self.broker).__name__}"
             )
         _positive_int("ServerOptions", "max_outcome_bytes", self.max_outcome_bytes)
         _positive_int("ServerOptions", "max_state_bytes", self.max_state_bytes)

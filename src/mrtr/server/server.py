@@ -135,7 +135,8 @@ class Server:
             "subscriptions/listen": self._listen,
         }
         self._legacy = LegacyMethods(self, self._methods)
-        self._subscriptions = SubscriptionHub()
+        # Changes are shared with the other instances on a channel named for the server.
+        self._subscriptions = SubscriptionHub(self.options.broker, f"mrtr/changes/{name}")
         self._lifespan = LifespanRunner(self, lifespan)
         self._middleware: list[Middleware] = []
         # The composed middleware, or None: a server without any takes its direct path.
@@ -477,7 +478,11 @@ class Server:
         """
         await self._lifespan.enter()
         try:
-            yield self
+            await self._subscriptions.start()
+            try:
+                yield self
+            finally:
+                await self._subscriptions.stop()
         finally:
             await self._lifespan.exit()
 

@@ -8,17 +8,27 @@ record of each redeemed request state (`redemption.py`).
 
 `MemoryStore` serves one process: entries expire, and past `max_entries` the least recently
 used entry goes first, so its memory stays bounded whatever clients send.
+
+A `Broker` carries change notifications between instances (publish/subscribe on a named
+channel, bytes messages). `MemoryBroker` connects the servers of one process; the Redis
+implementations of both live in `redis_store.py`, imported only when a Redis URL is given.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol, runtime_checkable
 
-__all__ = ["MemoryStore", "Store"]
+__all__ = ["Broker", "Deliver", "MemoryBroker", "MemoryStore", "Store", "Unsubscribe"]
+
+#: Called on the subscriber's event loop with each message of its channel.
+Deliver = Callable[[bytes], None]
+#: Ends a subscription.
+Unsubscribe = Callable[[], Awaitable[None]]
 
 
 @runtime_checkable
@@ -138,3 +148,55 @@ class MemoryStore:
         for key in dead:
             del self._entries[key]
         return len(dead)
+
+
+@runtime_checkable
+class Broker(Protocol):
+    """Publish/subscribe of bytes messages on named channels, across the instances sharing it.
+
+    Guarantees an implementation must give: `publish` never waits (it is called from sync
+    code on the event loop); the messages one publisher sends on a channel reach each
+    subscriber in the order sent; delivery is at most once per subscription (a message sent
+    while a subscriber is disconnected may be lost: what is carried are "look again" signals).
+    """
+
+    def publish(self, channel: str, message: bytes) -> None:
+        """Send `message` to every subscriber of `channel`, this process's included."""
+        ...
+
+    async def subscribe(self, channel: str, deliver: Deliver) -> Unsubscribe:
+        """Call `deliver` with every message published on `channel` from now on, until the
+        returned function is awaited."""
+        ...
+
+
+class MemoryBroker:
+    """A `Broker` for the servers of one process: give the same instance to each."""
+
+    __slots__ = ("_subscribers",)
+
+    def __init__(self) -> None:
+        self._subscribers: dict[str, list[tuple[Deliver, asyncio.AbstractEventLoop]]] = {}
+
+    def publish(self, channel: str, message: bytes) -> None:
+        """See `Broker.publish`: each delivery is scheduled on its subscriber's loop, in
+        order, never run inside the publisher's call."""
+        if not isinstance(message, bytes):
+            raise TypeError("broker messages are bytes")
+        for deliver, loop in self._subscribers.get(channel, ()):
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(deliver, message)
+
+    async def subscribe(self, channel: str, deliver: Deliver) -> Unsubscribe:
+        """See `Broker.subscribe`."""
+        entry = (deliver, asyncio.get_running_loop())
+        self._subscribers.setdefault(channel, []).append(entry)
+
+        async def unsubscribe() -> None:
+            subscribers = self._subscribers.get(channel, [])
+            if entry in subscribers:
+                subscribers.remove(entry)
+            if not subscribers:
+                self._subscribers.pop(channel, None)
+
+        return unsubscribe

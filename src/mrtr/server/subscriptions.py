@@ -20,15 +20,26 @@ the streams that opted in. Rules:
    channel, once it sent `notifications/initialized`. Each send runs in a task of its own
    (rule 5); a send that fails is logged and the session stays attached (the transport
    detaches it when it ends).
+7. With a `Broker` (`ServerOptions.broker`), every change is also published on the server's
+   channel, and changes published by other instances are delivered here as if raised here.
+   Each message carries its instance's id and a sequence number: a hub drops its own
+   publications (already delivered when raised) and anything not newer than the last it
+   took from that instance, so every change reaches each instance exactly once, in the order
+   its instance raised them. Publishing starts with `start()` (the server entering
+   `running()`); changes raised before that are delivered here only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
 
 from ..protocol import jsonrpc
 from ..protocol import meta as meta_keys
@@ -36,6 +47,7 @@ from ..protocol.errors import INVALID_REQUEST, McpError, invalid_params
 
 if TYPE_CHECKING:
     from .session import LegacySession
+    from .store import Broker, Unsubscribe
 
 logger = logging.getLogger("mrtr.server")
 
@@ -53,6 +65,9 @@ _LIST_CHANGED = {
 RESOURCE_UPDATED = "notifications/resources/updated"
 
 Notify = Callable[[dict[str, Any]], Awaitable[None]]
+
+# Instances whose last sequence number a hub remembers (rule 7): restarts make new ones.
+_KNOWN_ORIGINS: Final = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,10 +141,19 @@ class _Stream:
 class SubscriptionHub:
     """The open `subscriptions/listen` streams of one server (see the rules above)."""
 
-    def __init__(self) -> None:
+    def __init__(self, broker: Broker | None = None, channel: str = "mrtr/changes") -> None:
+        """`broker` and `channel`: where changes are shared with other instances (rule 7)."""
         self._streams: set[_Stream] = set()
         self._sessions: set[LegacySession] = set()
         self._sending: set[asyncio.Future[None]] = set()
+        self._broker = broker
+        self.channel = channel
+        self.instance = uuid.uuid4().hex
+        self._sequence = 0
+        self._seen: OrderedDict[str, int] = OrderedDict()
+        self._started = 0
+        self._unsubscribe: Unsubscribe | None = None
+        self._start_lock: asyncio.Lock | None = None
 
     def __len__(self) -> int:
         return len(self._streams)
@@ -142,9 +166,83 @@ class SubscriptionHub:
         """Stop sending changes to a legacy session."""
         self._sessions.discard(session)
 
+    async def start(self) -> None:
+        """Start sharing changes through the broker (nested calls share one subscription)."""
+        if self._broker is None:
+            return
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self._started == 0:
+                self._unsubscribe = await self._broker.subscribe(self.channel, self._received)
+            self._started += 1
+
+    async def stop(self) -> None:
+        """Undo one `start()`; the last one ends the subscription."""
+        if self._broker is None or self._start_lock is None or self._started == 0:
+            return
+        async with self._start_lock:
+            self._started -= 1
+            if self._started == 0 and self._unsubscribe is not None:
+                unsubscribe, self._unsubscribe = self._unsubscribe, None
+                await unsubscribe()
+
+    def _publish(self, change: dict[str, Any]) -> None:
+        broker = self._broker
+        if broker is None or self._started == 0:
+            return
+        self._sequence += 1
+        change["o"] = self.instance
+        change["n"] = self._sequence
+        try:
+            broker.publish(self.channel, orjson.dumps(change))
+        except Exception:
+            logger.exception("could not publish a change to other instances")
+
+    def _received(self, message: bytes) -> None:
+        """Deliver a change the broker brought, once per instance and in order (rule 7)."""
+        try:
+            change = orjson.loads(message)
+            origin, number = change["o"], change["n"]
+            kind, uri = change.get("k"), change.get("u")
+            valid = (
+                isinstance(origin, str)
+                and type(number) is int
+                and (kind in _LIST_CHANGED or (kind is None and isinstance(uri, str)))
+            )
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            valid = False
+        if not valid:
+            logger.warning("ignored a malformed change message on %s", self.channel)
+            return
+        if origin == self.instance:
+            return
+        last = self._seen.get(origin)
+        if last is not None and number <= last:
+            return
+        self._seen[origin] = number
+        self._seen.move_to_end(origin)
+        if len(self._seen) > _KNOWN_ORIGINS:
+            self._seen.popitem(last=False)
+        if kind is not None:
+            self._deliver_list_changed(kind)
+        else:
+            self._deliver_resource_updated(uri)
+
     def list_changed(self, kind: str) -> None:
         """Announce that a list changed: `kind` is `toolsListChanged`, `promptsListChanged` or
         `resourcesListChanged`."""
+        self._deliver_list_changed(kind)
+        if self._broker is not None:
+            self._publish({"k": kind})
+
+    def resource_updated(self, uri: str) -> None:
+        """Announce that the resource at `uri` changed."""
+        self._deliver_resource_updated(uri)
+        if self._broker is not None:
+            self._publish({"u": uri})
+
+    def _deliver_list_changed(self, kind: str) -> None:
         method = _LIST_CHANGED[kind]
         for stream in self._streams:
             if kind in stream.filter.lists:
@@ -152,8 +250,7 @@ class SubscriptionHub:
         if self._sessions:
             self._to_sessions(jsonrpc.notification(method), None)
 
-    def resource_updated(self, uri: str) -> None:
-        """Announce that the resource at `uri` changed."""
+    def _deliver_resource_updated(self, uri: str) -> None:
         for stream in self._streams:
             if uri in stream.filter.resources:
                 stream.offer("updated:" + uri, RESOURCE_UPDATED, {"uri": uri})

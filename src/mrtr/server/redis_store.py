@@ -1,0 +1,282 @@
+"""Redis as the shared `Store` and `Broker` of several instances (`MRTR_STORE_URL`).
+
+Imported only when a Redis URL is configured: the rest of the package never imports `redis`
+(install it with `pip install "mrtr[redis]"`).
+
+* `RedisStore`: each `Store` operation is one command (`SET NX PX`, `GET`, `SET PX`, `DEL`),
+  bounded by `timeout` seconds. A Redis that does not answer in time, or refuses the
+  connection, gives `McpError` (-32603, "the shared store is unavailable ...") at once: the
+  request that needed it fails, the others go on, and the next command reconnects, so
+  service resumes by itself when Redis returns. The cause is logged, not sent to clients.
+* `RedisBroker`: Redis pub/sub. Publishing never waits: messages queue (bounded) for one
+  sender task, so one publisher's messages reach Redis in order. A subscription reads in a
+  task that reconnects with backoff when the connection is lost; what was published while it
+  was away is lost (Redis pub/sub keeps nothing), which suits "look again" signals.
+* `check_reachable`: a synchronous PING, for a clear error at start-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable
+from typing import Final, TypeVar
+from urllib.parse import urlsplit
+
+import redis.asyncio as aioredis
+from redis import Redis as SyncRedis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from ..protocol.errors import INTERNAL_ERROR, McpError
+from .store import Deliver, Unsubscribe
+
+__all__ = ["DEFAULT_TIMEOUT", "RedisBroker", "RedisStore", "check_reachable"]
+
+logger = logging.getLogger("mrtr.server")
+
+#: Seconds one Redis command (connecting included) may take before it counts as failed.
+DEFAULT_TIMEOUT: Final = 1.0
+_QUEUE_LIMIT: Final = 10_000
+_LOG_EVERY: Final = 10.0  # seconds between two log lines about the same lost connection
+_FIRST_RETRY: Final = 0.05
+_LAST_RETRY: Final = 1.0
+
+T = TypeVar("T")
+
+
+def _where(url: str) -> str:
+    """`host:port/db` of a URL, without any password it holds (for logs)."""
+    parts = urlsplit(url)
+    return f"{parts.hostname}:{parts.port or 6379}{parts.path or ''}"
+
+
+def _client(url: str, timeout: float) -> aioredis.Redis:
+    # No retries inside the client: a bounded failure now beats a hidden wait; the next
+    # request reconnects anyway.
+    return aioredis.Redis.from_url(
+        url,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(NoBackoff(), 0),
+    )
+
+
+class _Throttle:
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last = -_LOG_EVERY
+
+    def allows(self) -> bool:
+        now = time.monotonic()
+        if now - self._last < _LOG_EVERY:
+            return False
+        self._last = now
+        return True
+
+
+def check_reachable(url: str, timeout: float = 2.0) -> None:
+    """PING Redis at `url` once, raising `ConnectionError` naming it when it does not answer
+    within `timeout` seconds."""
+    client = SyncRedis.from_url(
+        url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=None
+    )
+    try:
+        client.ping()
+    except RedisError as exc:
+        raise ConnectionError(
+            f"Redis at {_where(url)} is unreachable ({exc}): start it, or fix the URL"
+        ) from None
+    finally:
+        client.close()
+
+
+class RedisStore:
+    """A `Store` in Redis, shared by every instance given the same URL (see the module
+    docstring for failure behaviour). Keys are written as given, under `prefix`."""
+
+    __slots__ = ("_client", "_throttle", "prefix", "timeout", "url")
+
+    def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT, prefix: str = "") -> None:
+        """`url`: `redis://host:port/db` (or `rediss://`, `unix://`); no connection is made
+        until the first command."""
+        if not timeout > 0:
+            raise ValueError(f"RedisStore.timeout must be a number of seconds > 0, not {timeout}")
+        self.url = url
+        self.timeout = timeout
+        self.prefix = prefix
+        self._client = _client(url, timeout)
+        self._throttle = _Throttle()
+
+    async def _run(self, what: str, command: Awaitable[T]) -> T:
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await command
+        except (RedisError, OSError, TimeoutError) as exc:
+            if self._throttle.allows():
+                logger.error(
+                    "the shared store (Redis at %s) failed on %s: %s",
+                    _where(self.url),
+                    what,
+                    exc or type(exc).__name__,
+                )
+            raise McpError(
+                INTERNAL_ERROR,
+                "the shared store is unavailable, so this request cannot be handled now; "
+                "retry later",
+            ) from None
+
+    async def add(self, key: str, value: bytes, ttl: float) -> bool:
+        """See `Store.add` (`SET key value NX PX ttl`)."""
+        written = await self._run(
+            "SET NX", self._client.set(self.prefix + key, value, px=_ms(ttl), nx=True)
+        )
+        return bool(written)
+
+    async def get(self, key: str) -> bytes | None:
+        """See `Store.get`."""
+        value = await self._run("GET", self._client.get(self.prefix + key))
+        # Not decoded (the client is made without decode_responses): bytes or None.
+        return value if isinstance(value, bytes) or value is None else value.encode()
+
+    async def set(self, key: str, value: bytes, ttl: float) -> None:
+        """See `Store.set` (`SET key value PX ttl`)."""
+        await self._run("SET", self._client.set(self.prefix + key, value, px=_ms(ttl)))
+
+    async def delete(self, key: str) -> None:
+        """See `Store.delete`."""
+        await self._run("DEL", self._client.delete(self.prefix + key))
+
+    async def ping(self) -> None:
+        """Check that Redis answers (an `McpError` when it does not)."""
+        await self._run("PING", self._client.ping())
+
+    async def aclose(self) -> None:
+        """Close the connections."""
+        await self._client.aclose()
+
+
+def _ms(ttl: float) -> int:
+    if not (ttl > 0 and ttl != float("inf")):
+        raise ValueError(f"a store entry's ttl must be a finite number of seconds > 0, not {ttl}")
+    return max(1, round(ttl * 1000))
+
+
+class RedisBroker:
+    """A `Broker` over Redis pub/sub (see the module docstring)."""
+
+    __slots__ = ("_client", "_queue", "_sender", "_throttle", "timeout", "url")
+
+    def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """`url` as for `RedisStore`; no connection is made until first used."""
+        if not timeout > 0:
+            raise ValueError(f"RedisBroker.timeout must be a number of seconds > 0, not {timeout}")
+        self.url = url
+        self.timeout = timeout
+        self._client = _client(url, timeout)
+        self._queue: asyncio.Queue[tuple[str, bytes]] | None = None
+        self._sender: asyncio.Task[None] | None = None
+        self._throttle = _Throttle()
+
+    def publish(self, channel: str, message: bytes) -> None:
+        """See `Broker.publish`. Outside a running event loop, or with `_QUEUE_LIMIT`
+        messages still waiting for Redis, the message is dropped (and logged)."""
+        if not isinstance(message, bytes):
+            raise TypeError("broker messages are bytes")
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            logger.debug("not publishing to %s outside an event loop", channel)
+            return
+        if self._queue is None or self._sender is None or self._sender.done():
+            self._queue = asyncio.Queue(_QUEUE_LIMIT)
+            self._sender = loop.create_task(self._send(self._queue), name="mrtr redis publish")
+        try:
+            self._queue.put_nowait((channel, message))
+        except asyncio.QueueFull:
+            if self._throttle.allows():
+                logger.error(
+                    "Redis at %s is behind: change notifications dropped", _where(self.url)
+                )
+
+    async def _send(self, queue: asyncio.Queue[tuple[str, bytes]]) -> None:
+        while True:
+            channel, message = await queue.get()
+            try:
+                async with asyncio.timeout(self.timeout):
+                    await self._client.publish(channel, message)
+            except (RedisError, OSError, TimeoutError) as exc:
+                if self._throttle.allows():
+                    logger.error(
+                        "could not publish a change notification to Redis at %s: %s",
+                        _where(self.url),
+                        exc or type(exc).__name__,
+                    )
+
+    async def subscribe(self, channel: str, deliver: Deliver) -> Unsubscribe:
+        """See `Broker.subscribe`. Waits (up to `timeout`) for Redis to confirm the
+        subscription, so what is published after this returns is received; when Redis does
+        not answer, this logs it and returns anyway, and the subscription starts once it does.
+        """
+        ready = asyncio.Event()
+        task = asyncio.get_running_loop().create_task(
+            self._read(channel, deliver, ready), name=f"mrtr redis subscribe {channel}"
+        )
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.timeout * 2):
+                await ready.wait()
+
+        async def unsubscribe() -> None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+        return unsubscribe
+
+    async def _read(self, channel: str, deliver: Deliver, ready: asyncio.Event) -> None:
+        delay = _FIRST_RETRY
+        lost = False
+        while True:
+            pubsub = self._client.pubsub()
+            try:
+                async with asyncio.timeout(self.timeout):
+                    await pubsub.subscribe(channel)
+                    # The confirmation, so that `ready` means "subscribed on the server".
+                    while await pubsub.get_message(timeout=self.timeout) is None:
+                        pass
+                if lost:
+                    logger.warning(
+                        "change notifications from Redis at %s resumed", _where(self.url)
+                    )
+                    lost = False
+                ready.set()
+                delay = _FIRST_RETRY
+                while True:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                    if message is not None and message.get("type") == "message":
+                        deliver(message["data"])
+            except (RedisError, OSError, TimeoutError) as exc:
+                if not lost or self._throttle.allows():
+                    logger.error(
+                        "change notifications from Redis at %s stopped (%s); reconnecting",
+                        _where(self.url),
+                        exc or type(exc).__name__,
+                    )
+                lost = True
+            finally:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(pubsub.aclose())  # type: ignore[no-untyped-call]
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _LAST_RETRY)
+
+    async def aclose(self) -> None:
+        """Stop sending and close the connections."""
+        if self._sender is not None:
+            self._sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sender
+        await self._client.aclose()
