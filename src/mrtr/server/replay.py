@@ -354,16 +354,16 @@ class Failure:
     def is_error(self) -> bool:
         """An `Exception` (or a group of them) of the handler's own, which a tool reports as its
         result; not a `BaseException` such as `KeyboardInterrupt` or a stray cancellation."""
-        leaves = _leaves(self.exc)
-        return all(isinstance(leaf, Exception | InputPending) for leaf in leaves) and any(
-            isinstance(leaf, Exception) for leaf in leaves
+        found = leaves(self.exc)
+        return all(isinstance(leaf, Exception | InputPending) for leaf in found) and any(
+            isinstance(leaf, Exception) for leaf in found
         )
 
     def describe(self) -> str:
         """What went wrong, for a person: the message of each error (groups flattened)."""
         parts = [
             str(leaf) or type(leaf).__name__
-            for leaf in _leaves(self.exc)
+            for leaf in leaves(self.exc)
             if not isinstance(leaf, InputPending | asyncio.CancelledError)
         ]
         return "; ".join(parts) or type(self.exc).__name__
@@ -813,7 +813,7 @@ def _describe(method: str, params: dict[str, Any]) -> str:
 # --- how a run ends (rule 4) ---------------------------------------------------------------
 
 
-def _leaves(exc: BaseException) -> list[BaseException]:
+def leaves(exc: BaseException) -> list[BaseException]:
     """The exceptions of a group, flattened (a lone exception is its own leaf)."""
     out: list[BaseException] = []
     todo = [exc]
@@ -847,7 +847,7 @@ def stops_for_input(exc: BaseException) -> bool:
     if not isinstance(exc, BaseExceptionGroup):
         return _from_pending(exc)
     found = False
-    for leaf in _leaves(exc):
+    for leaf in leaves(exc):
         if _from_pending(leaf):
             found = True
         elif not isinstance(leaf, asyncio.CancelledError):
@@ -857,7 +857,7 @@ def stops_for_input(exc: BaseException) -> bool:
 
 def _protocol_error(exc: BaseException) -> McpError | None:
     """A protocol error (a malformed answer, a missing capability) stays a JSON-RPC error."""
-    for leaf in _leaves(exc):
+    for leaf in leaves(exc):
         if isinstance(leaf, McpError):
             return leaf
     return None

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import secrets
 
-from .replay import InputPending, ReplayError
+from .replay import InputPending, ReplayError, leaves
 from .worker_threads import OffLoopError
 
 logger = logging.getLogger("mrtr.server")
@@ -34,14 +34,7 @@ _OURS = (ReplayError, OffLoopError, ToolError)
 
 def _errors(exc: BaseException) -> list[BaseException]:
     """The errors of a (possibly grouped) exception, without the engine's own signals."""
-    out: list[BaseException] = []
-    todo = [exc]
-    while todo:
-        item = todo.pop()
-        if isinstance(item, BaseExceptionGroup):
-            todo.extend(reversed(item.exceptions))
-        elif not isinstance(item, InputPending | asyncio.CancelledError):
-            out.append(item)
+    out = [e for e in leaves(exc) if not isinstance(e, InputPending | asyncio.CancelledError)]
     return out or [exc]
 
 
