@@ -1,11 +1,15 @@
 """Smoke test for `benchmarks/run.py`: with tiny counts it runs every workload for both SDKs
 and writes the JSON report. No timing is asserted (machines are noisy); only that each
-workload produced positive numbers for both sides and that every flow it ran succeeded."""
+workload produced positive numbers for both sides and that every flow it ran succeeded. The
+soak script (`benchmarks/soak.py --quick`) likewise: its report's format, no failed flow, one
+side effect per completed flow, and nothing it started left running."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -134,3 +138,75 @@ def test_the_table_and_targets_are_printed(report: tuple[dict[str, Any], str]) -
     assert "in-process MRTR flow vs MCPServer" in stdout
     assert "targets:" in stdout
     assert data["targets"] and all(isinstance(t["met"], bool) for t in data["targets"])
+
+
+SOAK_LATENCY = re.compile(r"^flow latency ms: p50 ([\d.]+)  p90 ([\d.]+)  p99 ([\d.]+)$", re.M)
+SOAK_RSS = re.compile(r"^  instance (\d+) \(pid (\d+)\): ([\d.]+) / ([\d.]+) / ([\d.]+)$", re.M)
+
+
+def run_soak(*args: str) -> subprocess.CompletedProcess[str]:
+    """`benchmarks/soak.py --quick` (8 clients, 2 s) with `args`."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--quick", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,  # a failure guard only; the quick run takes seconds
+        cwd=ROOT,
+    )
+
+
+def soak_figure(stdout: str, label: str) -> int:
+    found = re.search(rf"^{label}: (\d+)$", stdout, re.M)
+    assert found, f"no '{label}:' line in:\n{stdout}"
+    return int(found.group(1))
+
+
+@pytest.fixture(scope="module")
+def soak() -> subprocess.CompletedProcess[str]:
+    return run_soak()
+
+
+def test_soak_quick_completes_flows_with_none_failed_and_one_effect_each(
+    soak: subprocess.CompletedProcess[str],
+) -> None:
+    assert soak.returncode == 0, soak.stdout + soak.stderr[-4000:]
+    out = soak.stdout
+    assert out.startswith("soak: 8 clients, 2 s, 3 instances, store memory")
+    completed = soak_figure(out, "completed flows")
+    assert completed > 0
+    assert soak_figure(out, "failed flows") == 0
+    assert re.search(r"^flows/s: [\d.]+$", out, re.M)
+    assert re.search(r"^errors: \d+$", out, re.M)
+    assert f"side effects: {completed} for {completed} completed flows (match)" in out
+
+
+def test_soak_prints_latency_percentiles_and_rss_of_each_instance(
+    soak: subprocess.CompletedProcess[str],
+) -> None:
+    out = soak.stdout
+    latency = SOAK_LATENCY.search(out)
+    assert latency, out
+    p50, p90, p99 = (float(x) for x in latency.groups())
+    assert 0 < p50 <= p90 <= p99
+    rows = SOAK_RSS.findall(out)
+    assert [row[0] for row in rows] == ["1", "2", "3"], out
+    assert len({row[1] for row in rows}) == 3  # three distinct processes
+    assert all(float(mib) > 0 for row in rows for mib in row[2:])
+
+
+def test_soak_stops_every_instance_it_started(soak: subprocess.CompletedProcess[str]) -> None:
+    pids = [int(row[1]) for row in SOAK_RSS.findall(soak.stdout)]
+    assert pids
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_soak_with_a_shared_redis_store_and_two_instances() -> None:
+    proc = run_soak("--store", "redis", "--instances", "2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    assert proc.stdout.startswith("soak: 8 clients, 2 s, 2 instances, store redis")
+    assert [row[0] for row in SOAK_RSS.findall(proc.stdout)] == ["1", "2"]
+    completed = soak_figure(proc.stdout, "completed flows")
+    assert completed > 0 and soak_figure(proc.stdout, "failed flows") == 0
+    assert f"side effects: {completed} for {completed} completed flows (match)" in proc.stdout

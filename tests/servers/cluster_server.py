@@ -3,8 +3,10 @@
 `transfer` asks two questions (three rounds) and then performs its side effect: one line
 appended to the file named by `MRTR_TEST_EFFECTS`, shared by every instance, naming the flow
 and the process that ran the effect. Its result names the process that served each round, so
-a test sees from the server side where the rounds of one flow landed. Built without
-`options=`, so `mrtr serve` configures it from the `MRTR_*` variables (key, store).
+a test sees from the server side where the rounds of one flow landed. `announce` raises a
+list change on the instance that serves it (the shared broker, when there is one, carries it
+to the others); the `greeting` prompt is there so that prompt list changes are announced too.
+Built without `options=`, so `mrtr serve` configures it from the `MRTR_*` variables (key, store).
 """
 
 from __future__ import annotations
@@ -54,3 +56,21 @@ async def transfer(ctx: RequestContext, flow: str, pause_ms: int = 0) -> dict[st
     await ctx.elicit(f"{flow}: step two?", STEP_SCHEMA, key="two")
     record_effect(flow)
     return {"flow": flow, "rounds": [first, second, os.getpid()]}
+
+
+@server.tool()
+async def announce(kind: str) -> int:
+    """Announce that the `tools` or `prompts` list changed; the id of the announcing process."""
+    if kind == "tools":
+        server.notify_tools_changed()
+    elif kind == "prompts":
+        server.notify_prompts_changed()
+    else:
+        raise ValueError(f"kind must be 'tools' or 'prompts', not {kind!r}")
+    return os.getpid()
+
+
+@server.prompt()
+async def greeting() -> str:
+    """A prompt, so that the server announces prompt list changes."""
+    return "Hello."
