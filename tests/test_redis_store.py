@@ -156,8 +156,8 @@ async def check_changes_cross_servers(a: Server, b: Server) -> None:
 async def test_changes_raised_on_one_server_reach_another_through_redis(
     redis_instance: RedisInstance,
 ) -> None:
-    a = listening_server("shared", RedisBroker(redis_instance.url))
-    b = listening_server("shared", RedisBroker(redis_instance.url))
+    a = listening_server("fleet", RedisBroker(redis_instance.url))
+    b = listening_server("fleet", RedisBroker(redis_instance.url))
     await check_changes_cross_servers(a, b)
 
 
@@ -165,7 +165,7 @@ async def test_changes_cross_servers_through_an_in_memory_broker() -> None:
     broker = MemoryBroker()
     assert isinstance(broker, Broker)
     await check_changes_cross_servers(
-        listening_server("shared", broker), listening_server("shared", broker)
+        listening_server("fleet", broker), listening_server("fleet", broker)
     )
 
 
@@ -187,10 +187,10 @@ async def test_a_server_of_another_name_hears_nothing(redis_instance: RedisInsta
 
 async def test_malformed_and_stale_broker_messages_are_dropped() -> None:
     broker = MemoryBroker()
-    a = listening_server("shared", broker)
+    a = listening_server("fleet", broker)
     async with a.running(), Client.in_memory(a) as client:
         async with client.listen(tools=True, resource_uris=["file:///config.json"]) as changes:
-            channel = "mrtr/changes/shared"
+            channel = "mrtr/changes/fleet"
             for junk in (b"not json", b"[]", b'{"o": 1, "n": 1, "k": "toolsListChanged"}',
                          b'{"o": "x", "n": "1", "k": "toolsListChanged"}',
                          b'{"o": "x", "n": 1, "k": "nope"}', b'{"o": "x", "n": 1}'):  # fmt: skip
@@ -243,8 +243,8 @@ async def test_redis_lost_fails_store_requests_fast_and_recovers(
 
 
 async def test_changes_flow_again_after_redis_returns(redis_instance: RedisInstance) -> None:
-    a = listening_server("shared", RedisBroker(redis_instance.url))
-    b = listening_server("shared", RedisBroker(redis_instance.url))
+    a = listening_server("fleet", RedisBroker(redis_instance.url))
+    b = listening_server("fleet", RedisBroker(redis_instance.url))
     async with (
         a.running(),
         b.running(),
