@@ -87,7 +87,7 @@ from .legacy import (
 from .options import ClientOptions, RoundInfo
 from .pagination import DEFAULT_MAX_PAGES, pages
 from .subscription import ACKNOWLEDGED, Subscription, run_stream
-from .tool_output import KnownOutput, known_output, read_output
+from .tool_output import KnownOutput, first_problem, known_output, read_output
 
 if TYPE_CHECKING:
     from ..server.server import Server
@@ -118,15 +118,9 @@ def _parse_result(method: str, model: type[R], result: Mapping[str, Any]) -> R:
     try:
         return model.model_validate(result)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        more = exc.error_count() - 1
         raise McpError(
             PROTOCOL_VIOLATION,
-            f"{method}: the server's result is not a valid {model.__name__}: "
-            + (f"{where}: " if where else "")
-            + first["msg"]
-            + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""),
+            f"{method}: the server's result is not a valid {model.__name__}: {first_problem(exc)}",
         ) from None
 
 

@@ -164,16 +164,21 @@ def _as_type(name: str, content: Any, output_type: Any) -> Any:
     try:
         return _adapter(output_type).validate_python(value)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        more = exc.error_count() - 1
         raise _violation(
-            name,
-            f"structuredContent does not fit {label}: "
-            + (f"{where}: " if where else "")
-            + first["msg"]
-            + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""),
+            name, f"structuredContent does not fit {label}: {first_problem(exc)}"
         ) from None
+
+
+def first_problem(exc: ValidationError) -> str:
+    """A server's value that does not validate, in one line: where, what, and how many more."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    more = exc.error_count() - 1
+    return (
+        (f"{where}: " if where else "")
+        + first["msg"]
+        + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else "")
+    )
 
 
 def _violation(name: str, problem: str) -> McpError:
