@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from mrtr import Client, ElicitResult, McpError, RequestContext, Server, ServerOptions, ToolError
-from mrtr.protocol.errors import INVALID_PARAMS
-from mrtr.server.store import MemoryStore, Store
-from mrtr_flows import accept, call_tool, error_of, result_of
+from mrtr.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS
+from mrtr.server import redemption
+from mrtr.server.store import ENTRY_OVERHEAD, MemoryStore, Store
+from mrtr_flows import accept, call_tool, error_of, result_of, rpc
 from transport_flow import serve
 
 KEY = "k" * 40
@@ -280,3 +281,106 @@ def test_a_store_must_implement_the_interface() -> None:
         ServerOptions(max_outcome_bytes=0)
     a, b = ServerOptions(), ServerOptions()
     assert isinstance(a.store, MemoryStore) and a.store is not b.store
+
+
+# --- waiting, failing and dead owners (tests of internals: `Redemptions`) -------------------
+
+
+def redemptions_of(shop: Shop) -> redemption.Redemptions:
+    found = shop.server._rounds.redemptions
+    assert found is not None
+    return found
+
+
+async def test_a_duplicate_that_waits_too_long_gets_a_clear_error() -> None:
+    shop = Shop(input_required=ServerOptions.InputRequiredConfig(round_timeout=30))
+    clock = Clock()
+    redemptions_of(shop).clock = clock
+    state = await shop.first_state(amount=5)
+    shop.gate = asyncio.Event()
+    first = asyncio.create_task(shop.final(state, amount=5))
+    await asyncio.sleep(0.01)
+    waiting = asyncio.create_task(shop.final(state, amount=5))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    clock.now += 36  # past round_timeout + 5 s, and the first is still running
+    error = error_of(await asyncio.wait_for(waiting, 5))
+    assert error["code"] == INTERNAL_ERROR
+    assert "still being handled after 35 s; retry later" in error["message"]
+    assert "charge" in error["message"]
+    shop.gate.set()
+    assert result_of(await first)["content"][0]["text"] == "charge #1 of 5: accept"
+    assert shop.charges == [5]
+
+
+async def test_a_round_whose_handler_fails_gives_a_duplicate_the_same_error() -> None:
+    server = Server("fails", options=ServerOptions(request_state_key=KEY))
+    runs: list[str] = []
+
+    @server.prompt()
+    async def brittle(ctx: RequestContext) -> str:
+        await ctx.elicit("Go?", SCHEMA, key="confirm")
+        runs.append("ran")
+        raise RuntimeError("disk full at /var/secret")  # after the last question
+
+    first = result_of(await rpc(server, "prompts/get", {"name": "brittle"}))
+    final = {
+        "name": "brittle",
+        "inputResponses": {"confirm": accept(ok=True)},
+        "requestState": first["requestState"],
+    }
+    errors = [error_of(await rpc(server, "prompts/get", final)) for _ in range(3)]
+    assert runs == ["ran"]  # recorded as failed: never run again
+    assert errors[0]["code"] == INTERNAL_ERROR
+    assert "secret" not in str(errors[0])
+    assert all(error == errors[0] for error in errors)
+
+
+async def test_a_round_whose_process_died_is_taken_over_quickly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = MemoryStore()
+    shop = Shop(store=store, input_required=ServerOptions.InputRequiredConfig(round_timeout=600))
+    state = await shop.first_state(amount=8)
+    shop.gate = asyncio.Event()
+    # The first redemption runs as another process would, held before its side effect.
+    monkeypatch.setattr(redemption, "PROCESS_ID", "elsewhere")
+    first = asyncio.create_task(shop.final(state, amount=8))
+    await asyncio.sleep(0.02)
+    monkeypatch.undo()
+    beat = redemptions_of(shop)._beat
+    alive = redemption.Redemptions.liveness_key("elsewhere")
+    assert beat is not None and await store.get(alive) == b"1"
+    # While that process is alive, a duplicate waits for it.
+    waiting = asyncio.create_task(shop.final(state, amount=8))
+    await asyncio.sleep(1.5)
+    assert not waiting.done()
+    # It dies: no more beats, and its liveness key expires.
+    first.cancel()
+    beat.cancel()
+    await store.delete(alive)
+    shop.gate.set()
+    started = asyncio.get_running_loop().time()
+    response = await asyncio.wait_for(waiting, 5)
+    assert asyncio.get_running_loop().time() - started < 3  # not round_timeout + 5 s
+    assert result_of(response)["content"][0]["text"] == "charge #1 of 8: accept"
+    assert shop.charges == [8]
+    # Later repeats get that outcome.
+    assert result_of(await shop.final(state, amount=8)) == result_of(response)
+
+
+async def test_memory_store_is_bounded_by_bytes() -> None:
+    store = MemoryStore(max_bytes=10 * (ENTRY_OVERHEAD + 1 + 100))
+    for i in range(10):
+        await store.set(str(i), b"x" * 100, 60)
+    assert len(store) == 10 and store.evictions == 0
+    assert store.bytes == 10 * (ENTRY_OVERHEAD + 1 + 100)
+    await store.set("big", b"y" * 500, 60)  # pushes out the three oldest
+    assert await store.get("big") == b"y" * 500
+    assert [await store.get(str(i)) is None for i in range(4)] == [True, True, True, False]
+    assert store.evictions == 3 and store.bytes <= store.max_bytes
+    await store.set("big", b"z", 60)  # a rewrite counts its new size only
+    await store.delete("9")
+    assert store.bytes == 6 * (ENTRY_OVERHEAD + 1 + 100) + ENTRY_OVERHEAD + 3 + 1
+    with pytest.raises(ValueError, match="max_bytes"):
+        MemoryStore(max_bytes=0)

@@ -295,3 +295,52 @@ def test_the_core_never_imports_redis() -> None:
     code = "import sys, mrtr, mrtr.server, mrtr.settings, mrtr.cli; print('redis' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+async def test_a_burst_waits_for_a_free_connection_instead_of_failing(
+    redis_instance: RedisInstance,
+) -> None:
+    store = RedisStore(redis_instance.url, max_connections=2)
+    try:
+        results = await asyncio.gather(*(store.add(f"burst/{i}", b"1", 10) for i in range(300)))
+        assert results == [True] * 300  # 300 at once over 2 connections: none refused
+        assert await store.get("burst/299") == b"1"
+    finally:
+        await store.aclose()
+    with pytest.raises(ValueError, match="max_connections"):
+        RedisStore(redis_instance.url, max_connections=0)
+
+
+async def test_after_the_broker_comes_back_every_list_is_announced_once(
+    redis_instance: RedisInstance,
+) -> None:
+    # Changes published while Redis was away are lost: once the subscription is back, the
+    # hub says each list may have changed, to its listen streams and legacy sessions.
+    a = listening_server("fleet", RedisBroker(redis_instance.url))
+
+    @a.prompt()
+    def hello() -> str:
+        """A prompt, so that prompt list changes are announced."""
+        return "hello"
+
+    async with (
+        a.running(),
+        Client.in_memory(a) as client,
+        client.listen(tools=True, prompts=True) as changes,
+    ):
+        legacy = await legacy_session(a)
+        redis_instance.stop()
+        await asyncio.sleep(0.2)  # the subscription notices
+        redis_instance.start()
+        got = await take(changes, 2)
+        assert sorted(change.kind for change in got) == ["prompts", "tools"]
+        for _ in range(int(GUARD / 0.01)):  # bounded
+            if len(legacy) >= 3:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)
+        assert sorted(m["method"] for m in legacy) == [
+            "notifications/prompts/list_changed",
+            "notifications/resources/list_changed",
+            "notifications/tools/list_changed",
+        ]

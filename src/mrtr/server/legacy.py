@@ -59,6 +59,11 @@ SHARED_METHODS = (
     "resources/read",
     "completion/complete",
 )
+#: Resources one session may follow at once (a template can match endlessly many URIs, and
+#: what a session keeps must stay bounded).
+MAX_SUBSCRIPTIONS = 1024
+#: Requests that change what the session set up (on several instances, its shared record).
+SESSION_CHANGES = frozenset(("logging/setLevel", "resources/subscribe", "resources/unsubscribe"))
 _MODERN_ONLY = ("resultType", "ttlMs", "cacheScope")
 _LISTS = {
     "tools/list": "tools",
@@ -223,6 +228,11 @@ class LegacyMethods:
         uri = self._uri(params, "resources/subscribe")
         if not self._server.has_resource(uri):
             raise invalid_params(f"Resource not found: {uri}", {"uri": uri})
+        if uri not in session.subscriptions and len(session.subscriptions) >= MAX_SUBSCRIPTIONS:
+            raise invalid_params(
+                f"resources/subscribe: this session already follows {MAX_SUBSCRIPTIONS} "
+                "resources, the most one may; unsubscribe from one first"
+            )
         session.subscriptions.add(uri)
         return {}
 
@@ -261,4 +271,4 @@ class LegacyMethods:
         return result
 
 
-__all__ = ["LegacyMethods"]
+__all__ = ["MAX_SUBSCRIPTIONS", "SESSION_CHANGES", "LegacyMethods"]

@@ -6,9 +6,14 @@ again, the handler would repeat everything after its last question (the order pl
 So each redemption is recorded in the server's `Store`, under the state's flow id and round
 ("this round of this flow"):
 
-1. Before the handler runs, `add` (set if absent) writes "running", expiring after
-   `round_timeout` (plus a little), so a request that was cancelled, or whose process died,
-   blocks a retry only that long.
+1. Before the handler runs, `add` (set if absent) writes "running", naming this process and
+   expiring after `round_timeout` (plus a little), so a request that was cancelled blocks a
+   retry only that long. A process running rounds keeps a liveness key in the store
+   (`mrtr/alive/<process>`, rewritten every `BEAT_EVERY` seconds, expiring after
+   `LIVENESS_TTL`): a duplicate waiting on a round whose process is gone (killed, crashed)
+   takes the round over within about `LIVENESS_TTL` seconds instead (one waiter does, through
+   `add` of a take-over key) and runs it. A round cancelled in a live process is not taken
+   over: its handler may have got past its side effect.
 2. When the round ends, its outcome replaces it: the result dict, or the JSON-RPC error
    (a tool's own failure is a result like any other), kept for the state's remaining lifetime,
    after which the state itself is refused as expired. A round refused for what the request
@@ -16,7 +21,8 @@ So each redemption is recorded in the server's `Store`, under the state's flow i
    the client can send it again corrected.
 3. A second redemption of the same round gets that outcome again (the same result under its
    own id); while the first is still running it waits for it (polling with backoff, bounded by
-   the same expiry), and then claims the round itself if the record expired. Other answers
+   the same expiry), and then claims the round itself if the record expired. A duplicate that
+   waited that long and still finds it running gets -32603 saying to retry later. Other answers
    under the same state change nothing: a client may not re-answer by replaying; it is logged.
 4. An outcome larger than `ServerOptions.max_outcome_bytes` (or not JSON) is not kept: the
    first request still gets it, a replay gets the uniform -32602 invalid requestState, and
@@ -29,9 +35,11 @@ a state a custom verifier returned without a flow id.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import math
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -51,7 +59,13 @@ if TYPE_CHECKING:
     from .request_state import StateBinding, VerifiedState
     from .rounds import RejectionLog
 
-__all__ = ["NEVER_EXPIRING_OUTCOME_TTL", "Redemptions"]
+__all__ = [
+    "BEAT_EVERY",
+    "LIVENESS_TTL",
+    "NEVER_EXPIRING_OUTCOME_TTL",
+    "PROCESS_ID",
+    "Redemptions",
+]
 
 logger = logging.getLogger("mrtr.server")
 
@@ -62,9 +76,19 @@ NEVER_EXPIRING_OUTCOME_TTL: Final = 86_400.0
 _MARGIN: Final = 5.0
 _FIRST_POLL: Final = 0.001
 _LAST_POLL: Final = 0.1
+#: Seconds a process's liveness key lives unless rewritten: a process that died is noticed
+#: this long after its last beat. Generous against a loop stalled by a slow handler, since a
+#: live process taken for dead would see its round run twice.
+LIVENESS_TTL: Final = 10.0
+#: Seconds between two rewrites of the liveness key while this process runs rounds.
+BEAT_EVERY: Final = 2.0
+# How often a waiting duplicate asks whether the running round's process is alive.
+_LIVENESS_CHECK: Final = 1.0
+#: Names this process as the owner of the rounds it runs.
+PROCESS_ID: Final = secrets.token_hex(8)
 
 # A record is one tag byte, the 32-hex-digit digest of the answers that claimed it, and then
-# the outcome as JSON.
+# the outcome as JSON ("running": the id of the process running it).
 _RUNNING: Final = b"R"
 _RESULT: Final = b"D"
 _ERROR: Final = b"E"
@@ -105,7 +129,15 @@ class _Throttle:
 class Redemptions:
     """Records each redemption of a sealed state in `store`, so a round runs at most once."""
 
-    __slots__ = ("_rejections", "_throttle", "max_outcome_bytes", "round_timeout", "store")
+    __slots__ = (
+        "_beat",
+        "_rejections",
+        "_throttle",
+        "clock",
+        "max_outcome_bytes",
+        "round_timeout",
+        "store",
+    )
 
     def __init__(
         self,
@@ -120,6 +152,14 @@ class Redemptions:
         self.round_timeout = round_timeout
         self._rejections = rejections
         self._throttle = _Throttle()
+        self._beat: asyncio.Task[None] | None = None
+        #: Seconds, monotonic: how long a duplicate has waited.
+        self.clock: Callable[[], float] = time.monotonic
+
+    @staticmethod
+    def liveness_key(process: str) -> str:
+        """The store key saying that `process` is alive."""
+        return f"mrtr/alive/{process}"
 
     @staticmethod
     def key(verified: VerifiedState) -> str:
@@ -141,24 +181,71 @@ class Redemptions:
         kept_for = self._outcome_ttl(verified)
         running_for = kept_for if self.round_timeout <= 0 else self.round_timeout + _MARGIN
         running_for = min(running_for, kept_for)
-        waited_until = time.monotonic() + running_for
+        running = _RUNNING + digest + PROCESS_ID.encode()
+        started = self.clock()
+        waited_until = started + running_for
+        next_check = started + _LIVENESS_CHECK
         delay = _FIRST_POLL
         while True:
-            if await store.add(key, _RUNNING + digest, running_for):
+            if await store.add(key, running, running_for):
+                await self._beating()
                 return await self._run(key, digest, kept_for, binding, run)
             record = await store.get(key)
             if record is None:
                 continue  # expired or dropped since the `add`: claim it again
             if record[:1] != _RUNNING:
                 return self._replay(record, digest, binding)
-            if time.monotonic() >= waited_until:
+            now = self.clock()
+            if now >= waited_until:
                 raise McpError(
                     INTERNAL_ERROR,
                     f"{binding.method} {binding.target!r}: an earlier request with this "
-                    "requestState is still being handled; retry later",
+                    f"requestState is still being handled after {running_for:g} s; retry later",
                 )
+            if now >= next_check:
+                next_check = now + _LIVENESS_CHECK
+                if await self._take_over(key, record, running, running_for, binding):
+                    return await self._run(key, digest, kept_for, binding, run)
             await asyncio.sleep(delay)
             delay = min(delay * 2, _LAST_POLL)
+
+    async def _take_over(
+        self, key: str, record: bytes, running: bytes, running_for: float, binding: StateBinding
+    ) -> bool:
+        """Claim a round whose process died (rule 1); whether this request now runs it."""
+        owner = record[1 + _DIGEST_LEN :].decode("ascii", "replace")
+        if not owner or owner == PROCESS_ID:
+            return False  # this process: alive (the round was cancelled); or no owner named
+        store = self.store
+        if await store.get(self.liveness_key(owner)) is not None:
+            return False
+        if not await store.add(f"{key}/taken-over/{owner}", PROCESS_ID.encode(), running_for):
+            return False  # another duplicate takes it over
+        logger.warning(
+            "%s %r: the process running a redeemed round is gone (no liveness for %g s); "
+            "running the round again here",
+            binding.method,
+            binding.target,
+            LIVENESS_TTL,
+        )
+        await store.set(key, running, running_for)
+        await self._beating()
+        return True
+
+    async def _beating(self) -> None:
+        """Keep this process's liveness key alive while it may run rounds (rule 1)."""
+        if self._beat is not None and not self._beat.done():
+            return
+        await self.store.set(self.liveness_key(PROCESS_ID), b"1", LIVENESS_TTL)
+        self._beat = asyncio.get_running_loop().create_task(self._heartbeat(), name="mrtr liveness")
+
+    async def _heartbeat(self) -> None:
+        key = self.liveness_key(PROCESS_ID)
+        while True:
+            await asyncio.sleep(BEAT_EVERY)
+            # A store that fails now is reported by the requests that need it.
+            with contextlib.suppress(Exception):
+                await self.store.set(key, b"1", LIVENESS_TTL)
 
     async def _run(
         self,

@@ -4,14 +4,18 @@ Imported only when a Redis URL is configured: the rest of the package never impo
 (install it with `pip install "mrtr[redis]"`).
 
 * `RedisStore`: each `Store` operation is one command (`SET NX PX`, `GET`, `SET PX`, `DEL`),
-  bounded by `timeout` seconds. A Redis that does not answer in time, or refuses the
-  connection, gives `McpError` (-32603, "the shared store is unavailable ...") at once: the
-  request that needed it fails, the others go on, and the next command reconnects, so
-  service resumes by itself when Redis returns. The cause is logged, not sent to clients.
+  bounded by `timeout` seconds, on one of at most `max_connections` connections: in a burst
+  a command waits up to `pool_timeout` seconds for one to be free instead of failing. A
+  Redis that does not answer in time, or refuses the connection, gives `McpError` (-32603,
+  "the shared store is unavailable ...") at once: the request that needed it fails, the
+  others go on, and the next command reconnects, so service resumes by itself when Redis
+  returns. The cause is logged, not sent to clients.
 * `RedisBroker`: Redis pub/sub. Publishing never waits: messages queue (bounded) for one
   sender task, so one publisher's messages reach Redis in order. A subscription reads in a
   task that reconnects with backoff when the connection is lost; what was published while it
-  was away is lost (Redis pub/sub keeps nothing), which suits "look again" signals.
+  was away is lost (Redis pub/sub keeps nothing), so once it is back it calls the
+  subscriber's `on_gap` (the change hub then tells its listeners that every list may have
+  changed).
 * `check_reachable`: a synchronous PING, for a clear error at start-up.
 """
 
@@ -32,14 +36,26 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from ..protocol.errors import INTERNAL_ERROR, McpError
-from .store import Deliver, Unsubscribe
+from .store import Deliver, Gap, Unsubscribe
 
-__all__ = ["DEFAULT_TIMEOUT", "RedisBroker", "RedisStore", "check_reachable"]
+__all__ = [
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_POOL_TIMEOUT",
+    "DEFAULT_TIMEOUT",
+    "RedisBroker",
+    "RedisStore",
+    "check_reachable",
+]
 
 logger = logging.getLogger("mrtr.server")
 
 #: Seconds one Redis command (connecting included) may take before it counts as failed.
 DEFAULT_TIMEOUT: Final = 1.0
+#: Connections to Redis one `RedisStore` keeps at most. A command holds one for well under a
+#: millisecond, so this serves thousands of commands a second; a burst past it waits.
+DEFAULT_MAX_CONNECTIONS: Final = 32
+#: Seconds a command waits for a free connection before it counts as failed.
+DEFAULT_POOL_TIMEOUT: Final = 5.0
 _QUEUE_LIMIT: Final = 10_000
 _LOG_EVERY: Final = 10.0  # seconds between two log lines about the same lost connection
 _FIRST_RETRY: Final = 0.05
@@ -54,15 +70,24 @@ def _where(url: str) -> str:
     return f"{parts.hostname}:{parts.port or 6379}{parts.path or ''}"
 
 
-def _client(url: str, timeout: float) -> aioredis.Redis:
+def _client(
+    url: str,
+    timeout: float,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    pool_timeout: float = DEFAULT_POOL_TIMEOUT,
+) -> aioredis.Redis:
     # No retries inside the client: a bounded failure now beats a hidden wait; the next
-    # request reconnects anyway.
-    return aioredis.Redis.from_url(
+    # request reconnects anyway. The pool blocks when all its connections are in use (the
+    # default pool raises "Too many connections" at once, failing requests in a burst).
+    pool = aioredis.BlockingConnectionPool.from_url(
         url,
+        max_connections=max_connections,
+        timeout=pool_timeout,
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         retry=Retry(NoBackoff(), 0),
     )
+    return aioredis.Redis.from_pool(pool)
 
 
 class _Throttle:
@@ -99,22 +124,51 @@ class RedisStore:
     """A `Store` in Redis, shared by every instance given the same URL (see the module
     docstring for failure behaviour). Keys are written as given, under `prefix`."""
 
-    __slots__ = ("_client", "_throttle", "prefix", "timeout", "url")
+    __slots__ = (
+        "_client",
+        "_throttle",
+        "max_connections",
+        "pool_timeout",
+        "prefix",
+        "timeout",
+        "url",
+    )
 
-    def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT, prefix: str = "") -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        prefix: str = "",
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
+    ) -> None:
         """`url`: `redis://host:port/db` (or `rediss://`, `unix://`); no connection is made
         until the first command."""
         if not timeout > 0:
             raise ValueError(f"RedisStore.timeout must be a number of seconds > 0, not {timeout}")
+        if isinstance(max_connections, bool) or not (
+            isinstance(max_connections, int) and max_connections >= 1
+        ):
+            raise ValueError(
+                f"RedisStore.max_connections must be a positive integer, not {max_connections!r}"
+            )
+        if not pool_timeout > 0:
+            raise ValueError(
+                f"RedisStore.pool_timeout must be a number of seconds > 0, not {pool_timeout}"
+            )
         self.url = url
         self.timeout = timeout
         self.prefix = prefix
-        self._client = _client(url, timeout)
+        self.max_connections = max_connections
+        self.pool_timeout = pool_timeout
+        self._client = _client(url, timeout, max_connections, pool_timeout)
         self._throttle = _Throttle()
 
     async def _run(self, what: str, command: Awaitable[T]) -> T:
         try:
-            async with asyncio.timeout(self.timeout):
+            # The wait for a free connection, then the command itself.
+            async with asyncio.timeout(self.pool_timeout + self.timeout):
                 return await command
         except (RedisError, OSError, TimeoutError) as exc:
             if self._throttle.allows():
@@ -217,14 +271,16 @@ class RedisBroker:
                         exc or type(exc).__name__,
                     )
 
-    async def subscribe(self, channel: str, deliver: Deliver) -> Unsubscribe:
+    async def subscribe(
+        self, channel: str, deliver: Deliver, on_gap: Gap | None = None
+    ) -> Unsubscribe:
         """See `Broker.subscribe`. Waits (up to `timeout`) for Redis to confirm the
         subscription, so what is published after this returns is received; when Redis does
         not answer, this logs it and returns anyway, and the subscription starts once it does.
         """
         ready = asyncio.Event()
         task = asyncio.get_running_loop().create_task(
-            self._read(channel, deliver, ready), name=f"mrtr redis subscribe {channel}"
+            self._read(channel, deliver, ready, on_gap), name=f"mrtr redis subscribe {channel}"
         )
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.timeout * 2):
@@ -237,7 +293,9 @@ class RedisBroker:
 
         return unsubscribe
 
-    async def _read(self, channel: str, deliver: Deliver, ready: asyncio.Event) -> None:
+    async def _read(
+        self, channel: str, deliver: Deliver, ready: asyncio.Event, on_gap: Gap | None
+    ) -> None:
         delay = _FIRST_RETRY
         lost = False
         while True:
@@ -253,6 +311,11 @@ class RedisBroker:
                         "change notifications from Redis at %s resumed", _where(self.url)
                     )
                     lost = False
+                    if on_gap is not None:
+                        try:
+                            on_gap()
+                        except Exception:
+                            logger.exception("a subscriber failed on a gap in %s", channel)
                 ready.set()
                 delay = _FIRST_RETRY
                 while True:

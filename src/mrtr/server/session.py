@@ -11,21 +11,33 @@ and is answered when the client's response comes back through `deliver`.
 Transports make sessions (one per stdio connection that sends `initialize`, one per HTTP
 `initialize` POST) and keep them in a `SessionStore`; the server fills them in when it answers
 `initialize`. The session does no I/O of its own: `send` functions are the transport's.
+
+Several instances serving one HTTP endpoint share sessions through `SessionRecords`: what a
+session set up (everything above but its pending requests and its streams) is a record in the
+server's `Store`, which any instance reads to serve the session's requests (see
+`http_legacy.py` for what crosses instances through the broker).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
+import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, Final, Protocol
+
+import orjson
 
 from ..protocol import jsonrpc
 from ..protocol.errors import CONNECTION_CLOSED, REQUEST_TIMEOUT, McpError
 from ..protocol.versions import LEGACY_PROTOCOL_VERSIONS
+from .store import Store
+
+logger = logging.getLogger("mrtr.server")
 
 #: Sends one JSON-RPC message (request, notification) to the client.
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -39,10 +51,20 @@ class LegacySession:
     list changes, resource updates, and server requests made outside any request.
     """
 
-    def __init__(self, send: Send | None = None, session_id: str | None = None) -> None:
+    def __init__(
+        self,
+        send: Send | None = None,
+        session_id: str | None = None,
+        *,
+        request_prefix: str = "s-",
+    ) -> None:
+        """`request_prefix` starts the id of every request the server sends the client: each
+        instance sharing a session gives its own, so their ids never collide."""
         #: The id a transport names the session by (`Mcp-Session-Id` on HTTP): 128 random bits.
         self.id = session_id or secrets.token_urlsafe(16)
         self.send = send
+        #: Who opened the session (`ServerOptions.principal`), when known: only they may use it.
+        self.principal: str | None = None
         #: Set by the server when it answers `initialize`.
         self.protocol_version: str | None = None
         self.client_capabilities: dict[str, Any] = {}
@@ -55,6 +77,7 @@ class LegacySession:
         self.subscriptions: set[str] = set()
         #: `time.monotonic()` of the session's last use, for idle expiry.
         self.last_used = time.monotonic()
+        self.request_prefix = request_prefix
         self._ids: Iterator[int] = itertools.count(1)
         self._pending: dict[jsonrpc.RequestId, asyncio.Future[dict[str, Any]]] = {}
         self._closed = False
@@ -87,7 +110,7 @@ class LegacySession:
         channel = send if send is not None else self.send
         if self._closed or channel is None:
             raise McpError(CONNECTION_CLOSED, f"{method}: the session has no way to the client")
-        request_id: jsonrpc.RequestId = f"s-{next(self._ids)}"
+        request_id: jsonrpc.RequestId = f"{self.request_prefix}{next(self._ids)}"
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         try:
@@ -148,6 +171,31 @@ class LegacySession:
     def closed(self) -> bool:
         """Whether `close` was called."""
         return self._closed
+
+    # --- the shared record ---------------------------------------------------------------
+
+    def to_record(self) -> dict[str, Any]:
+        """What the session set up, as JSON (see `SessionRecords`)."""
+        return {
+            "v": self.protocol_version,
+            "c": self.client_capabilities,
+            "i": self.client_info,
+            "n": self.initialized,
+            "l": self.log_level,
+            "s": sorted(self.subscriptions),
+            "p": self.principal,
+            "t": time.time(),
+        }
+
+    def apply_record(self, record: dict[str, Any]) -> None:
+        """Take over what another instance recorded (a record `SessionRecords.load` checked)."""
+        self.protocol_version = record["v"]
+        self.client_capabilities = record["c"]
+        self.client_info = record["i"]
+        self.initialized = record["n"]
+        self.log_level = record["l"]
+        self.subscriptions = set(record["s"])
+        self.principal = record["p"]
 
 
 class SessionStore(Protocol):
@@ -224,9 +272,139 @@ class MemorySessionStore:
             self.remove(session.id)
 
 
+#: Seconds a session's record lives when sessions never idle out (`idle_timeout` 0): a
+#: store entry needs a finite lifetime, and a month of silence ends any real session.
+NEVER_IDLE_RECORD_TTL: Final = 30 * 86_400.0
+#: Seconds between two rewrites of a record in use (each pushes its expiry back), at most: a
+#: session ends between `idle_timeout - REFRESH_EVERY` and `idle_timeout` after its last use.
+REFRESH_EVERY: Final = 60.0
+# A lock on one record, taken with `Store.add`, lives this long: a holder that died blocks
+# the session's writes no longer than that.
+_LOCK_TTL: Final = 2.0
+_LOCK_WAIT: Final = 2.0
+_RECORD_TYPES: Final = (
+    ("v", str),
+    ("c", dict),
+    ("i", (dict, type(None))),
+    ("n", bool),
+    ("l", (str, type(None))),
+    ("s", list),
+    ("p", (str, type(None))),
+    ("t", (int, float)),
+)
+
+
+def session_digest(session_id: str) -> str:
+    """What names a session in the store and on the broker: a digest, never the id itself, so
+    that reading the store or the broker's channel does not give anyone a session to use."""
+    return hashlib.blake2b(session_id.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+class SessionRecords:
+    """Legacy session records in a `Store`, shared by every instance given the same store.
+
+    One record per session, under `mrtr/session/<digest of its id>`, written when `initialize`
+    is answered and rewritten (under a short lock taken with `Store.add`, so concurrent changes
+    on two instances are not lost) by `logging/setLevel`, `resources/subscribe` and
+    `unsubscribe`, and `notifications/initialized`. Each record expires `idle_timeout` seconds
+    after it was last written; a session in use is rewritten at most every `REFRESH_EVERY`
+    seconds to push that back. Store failures raise `McpError` (the store's own).
+    """
+
+    __slots__ = ("refresh_every", "store", "ttl")
+
+    def __init__(self, store: Store, idle_timeout: float) -> None:
+        self.store = store
+        self.ttl = idle_timeout if idle_timeout > 0 else NEVER_IDLE_RECORD_TTL
+        self.refresh_every = min(REFRESH_EVERY, self.ttl / 4)
+
+    @staticmethod
+    def key(session_id: str) -> str:
+        """The store key of a session's record."""
+        return "mrtr/session/" + session_digest(session_id)
+
+    async def create(self, session: LegacySession) -> None:
+        """Record a session `initialize` just negotiated."""
+        if not await self.store.add(self.key(session.id), self._encode(session), self.ttl):
+            # 128 random bits: only a broken random source gets here.
+            raise RuntimeError("a new legacy session id is already in use")
+
+    async def load(self, session_id: str) -> dict[str, Any] | None:
+        """The session's record, or None (unknown, ended, expired, or not a valid record)."""
+        raw = await self.store.get(self.key(session_id))
+        if raw is None:
+            return None
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            record = None
+        if not valid_record(record):
+            logger.error("a legacy session record in the store is not valid: ignored")
+            return None
+        assert isinstance(record, dict)
+        return record
+
+    async def save(self, session: LegacySession) -> dict[str, Any]:
+        """Write the session's record (pushing its expiry back); the record written."""
+        record = session.to_record()
+        await self.store.set(self.key(session.id), orjson.dumps(record), self.ttl)
+        return record
+
+    async def delete(self, session_id: str) -> None:
+        """Remove a session's record (DELETE): every instance answers 404 for it from now on."""
+        await self.store.delete(self.key(session_id))
+
+    def stale(self, record: dict[str, Any]) -> bool:
+        """Whether a record in use should be rewritten to push its expiry back."""
+        written: float = record["t"]
+        return time.time() - written >= self.refresh_every
+
+    @contextlib.asynccontextmanager
+    async def locked(self, session_id: str, *, wait: float = _LOCK_WAIT) -> AsyncIterator[bool]:
+        """Hold the lock on a session's record while changing it; yields whether it was taken
+        (after `wait` seconds the change goes ahead without it: the holder died or hangs)."""
+        key = self.key(session_id) + "/lock"
+        token = secrets.token_bytes(8)
+        deadline = time.monotonic() + wait
+        delay = 0.001
+        while not (held := await self.store.add(key, token, _LOCK_TTL)):
+            if time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        try:
+            yield held
+        finally:
+            if held:
+                with contextlib.suppress(Exception):
+                    if await self.store.get(key) == token:
+                        await self.store.delete(key)
+
+    @staticmethod
+    def _encode(session: LegacySession) -> bytes:
+        return orjson.dumps(session.to_record())
+
+
+def valid_record(record: Any) -> bool:
+    """Whether `record` has the shape `LegacySession.to_record` writes."""
+    if not isinstance(record, dict):
+        return False
+    for name, kind in _RECORD_TYPES:
+        if not isinstance(record.get(name), kind):
+            return False
+    return record["v"] in LEGACY_PROTOCOL_VERSIONS and all(
+        isinstance(uri, str) for uri in record["s"]
+    )
+
+
 __all__ = [
     "LEGACY_PROTOCOL_VERSIONS",
+    "NEVER_IDLE_RECORD_TTL",
+    "REFRESH_EVERY",
     "LegacySession",
     "MemorySessionStore",
+    "SessionRecords",
     "SessionStore",
+    "session_digest",
+    "valid_record",
 ]

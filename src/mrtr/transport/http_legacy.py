@@ -33,22 +33,46 @@ stays on the stateless path. Rules:
    its streams end. Expiry and eviction do the same.
 7. `close_sse_stream()` lets a handler end its request's connection early (SEP-1699 polling):
    the client reconnects after `retry` and gets the rest.
+8. Several instances (the server has a `store` and a `broker`, as `MRTR_STORE_URL` gives):
+   a session is a record in the store (`SessionRecords`), so any instance serves its
+   requests; each instance keeps only its own side (the streams it serves, the requests it
+   runs, the server requests it awaits). Across instances, on the broker channel
+   `mrtr/sessions/<server name>`: a client's response to a server request, POSTed to another
+   instance than the one awaiting it (the request id names its instance), goes to that one;
+   so does `notifications/cancelled`; a change of the record (`logging/setLevel`,
+   subscriptions) reaches the instances serving the session at once; DELETE ends the
+   session's streams and requests everywhere; a `GET` stream opened on one instance ends the
+   one another instance served (the newest wins: no message goes out twice). List changes
+   and resource updates reach a session on the instance serving its `GET` stream (through the
+   change broker); with none open they are not kept. The rest of a stream (`Last-Event-ID`)
+   is served only by the instance that served it (others answer 400, and the client sends
+   its request again). A store that fails answers 503 with -32603, the session intact.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import logging
+import secrets
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ..protocol import jsonrpc
-from ..protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError
-from ..server.session import LegacySession, MemorySessionStore
+from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, McpError
+from ..server.legacy import SESSION_CHANGES
+from ..server.session import (
+    LegacySession,
+    MemorySessionStore,
+    SessionRecords,
+    session_digest,
+    valid_record,
+)
 from .http_responses import (
     SSE_HEADERS,
     Message,
@@ -64,6 +88,7 @@ from .sse_events import EventLog, EventStream, ReplayGap, parse_event_id
 
 if TYPE_CHECKING:
     from ..server.server import Server
+    from ..server.store import Broker, Unsubscribe
 
 logger = logging.getLogger("mrtr.http")
 
@@ -72,6 +97,8 @@ Receive = Callable[[], Awaitable[Message]]
 #: Requests of one session running at once; past it a POST is 429 (a client that drops its
 #: connections cannot pile up handlers, which outlive them here).
 MAX_SESSION_REQUESTS = 64
+#: The largest session record kept in a shared store (what `initialize` brought, mostly).
+MAX_RECORD_BYTES = 64 * 1024
 _SESSION_HEADER = b"mcp-session-id"
 _MAX_ID_LENGTH = 256
 
@@ -97,13 +124,17 @@ def close_sse_stream() -> bool:
 class _Channel:
     """The transport side of one session: its streams and its running requests."""
 
-    __slots__ = ("ended", "log", "session", "tasks")
+    __slots__ = ("digest", "ended", "log", "refreshed", "session", "tasks")
 
-    def __init__(self, session: LegacySession, buffer_bytes: int) -> None:
+    def __init__(self, session: LegacySession, buffer_bytes: int, digest: str = "") -> None:
         self.session = session
         self.log = EventLog(buffer_bytes)
         self.tasks: dict[jsonrpc.RequestId, asyncio.Task[None]] = {}
         self.ended = False
+        #: The session's name in the store and on the broker (shared sessions only).
+        self.digest = digest
+        #: `time.monotonic()` of the last rewrite of the shared record from here.
+        self.refreshed = time.monotonic()
         session.send = self.send
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -151,36 +182,97 @@ class LegacySessions:
         if buffer_bytes < 1 or retry < 0:
             raise ValueError("session_buffer_bytes must be >= 1 and sse_retry >= 0")
         self.server = server
+        #: This process's sessions (shared ones: those it served lately, rule 8).
         self.store = _Store(idle_timeout, max_sessions, self._ended)
         self.buffer_bytes = buffer_bytes
         self.retry_ms = round(retry * 1000)
         self.keepalive_interval = keepalive_interval
         self._channels: dict[str, _Channel] = {}
+        options = server.options
+        #: The shared records (rule 8); None: sessions live in this process only, and cost
+        #: nothing more than a dict lookup per request.
+        self.records: SessionRecords | None = None
+        self._broker: Broker | None = None
+        if options.store is not None and options.broker is not None:
+            self.records = SessionRecords(options.store, idle_timeout)
+            self._broker = options.broker
+        #: Names this instance in server request ids and broker messages.
+        self.instance = secrets.token_hex(6)
+        self._prefix = f"s-{self.instance}-" if self.records is not None else "s-"
+        self.broker_channel = f"mrtr/sessions/{server.name}"
+        self._by_digest: dict[str, _Channel] = {}
+        self._unsubscribe: Unsubscribe | None = None
+        self._subscribing: asyncio.Lock | None = None
+        self._background: set[asyncio.Future[None]] = set()
 
     def _ended(self, session: LegacySession) -> None:
         channel = self._channels.pop(session.id, None)
         if channel is not None:
             channel.end()
+            if self._by_digest.get(channel.digest) is channel:
+                del self._by_digest[channel.digest]
         self.server.detach_session(session)
 
     def close(self) -> None:
-        """End every session (at shutdown): their streams end, their requests are cancelled."""
+        """End every session (at shutdown): their streams end, their requests are cancelled.
+
+        Shared sessions end here only: their records stay, and other instances serve them.
+        """
         for session in self.store.sessions():
             self.store.remove(session.id)
+        unsubscribe, self._unsubscribe = self._unsubscribe, None
+        if unsubscribe is not None:
+            with contextlib.suppress(RuntimeError):  # no loop running: nothing to stop
+                task = asyncio.ensure_future(unsubscribe(), loop=asyncio.get_running_loop())
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+
+    def _principal(self, scope: Any) -> str | None:
+        resolver = self.server.options.principal
+        if resolver is None or scope is None:
+            return None
+        try:
+            return resolver(scope)
+        except Exception:
+            # Unknown caller: it matches no session opened by a known one (fails closed).
+            logger.exception("ServerOptions.principal failed on a legacy session request")
+            return None
 
     # --- opening a session (rule 1) ---------------------------------------------------------
 
     async def initialize(self, scope: Any, send: Send, message: dict[str, Any]) -> None:
         """Answer a POSTed `initialize` without a session id."""
-        session = LegacySession()
+        session = LegacySession(request_prefix=self._prefix)
+        session.principal = self._principal(scope)
+        records = self.records
         channel = _Channel(session, self.buffer_bytes)
         response = await self.server.handle_request(message, None, scope, session)
         if "error" in response:
             await answer(send, status_of(response), response)
             return
+        if records is not None:
+            if len(orjson.dumps(session.to_record())) > MAX_RECORD_BYTES:
+                await reject(
+                    send,
+                    400,
+                    INVALID_PARAMS,
+                    "initialize: clientInfo and capabilities are too large to keep for a "
+                    f"session (at most {MAX_RECORD_BYTES // 1024} KiB together)",
+                    message["id"],
+                )
+                return
+            try:
+                await self._listen()
+                await records.create(session)
+            except McpError as exc:
+                await _unavailable(send, message["id"], exc)
+                return
+            channel.digest = session_digest(session.id)
+            self._by_digest[channel.digest] = channel
         self._channels[session.id] = channel
         self.store.add(session)
-        self.server.attach_session(session)
+        if records is None:
+            self.server.attach_session(session)
         await send_json(
             send, 200, orjson.dumps(response), [(_SESSION_HEADER, session.id.encode("ascii"))]
         )
@@ -188,13 +280,29 @@ class LegacySessions:
     # --- finding the session (rule 2) -------------------------------------------------------
 
     async def _find(
-        self, send: Send, headers: dict[bytes, bytes], request_id: jsonrpc.RequestId | None
+        self,
+        send: Send,
+        headers: dict[bytes, bytes],
+        request_id: jsonrpc.RequestId | None,
+        scope: Any = None,
     ) -> _Channel | None:
         raw = headers[_SESSION_HEADER]
         session_id = raw.decode("latin-1").strip() if len(raw) <= _MAX_ID_LENGTH else ""
-        session = self.store.get(session_id) if session_id else None
-        channel = None if session is None else self._channels.get(session.id)
-        if session is None or channel is None:
+        channel: _Channel | None = None
+        if not session_id:
+            pass
+        elif self.records is None:
+            session = self.store.get(session_id)
+            channel = None if session is None else self._channels.get(session.id)
+            if channel is not None and channel.session.principal != self._principal(scope):
+                channel = None  # another caller's session: as unknown as any other id
+        else:
+            try:
+                channel = await self._shared(session_id, self.records, scope)
+            except McpError as exc:
+                await _unavailable(send, request_id, exc)
+                return None
+        if channel is None:
             await reject(
                 send,
                 404,
@@ -204,6 +312,7 @@ class LegacySessions:
                 request_id,
             )
             return None
+        session = channel.session
         version = headers.get(b"mcp-protocol-version")
         if version is not None:
             value = version.strip(b" \t").decode("latin-1")
@@ -219,6 +328,160 @@ class LegacySessions:
                 return None
         return channel
 
+    # --- shared sessions (rule 8) -----------------------------------------------------------
+
+    async def _shared(
+        self, session_id: str, records: SessionRecords, scope: Any
+    ) -> _Channel | None:
+        """This instance's side of a shared session, made from its record if need be; None
+        when the store has no record of it (or it belongs to another caller)."""
+        record = await records.load(session_id)
+        if record is None or record["p"] != self._principal(scope):
+            if record is None and session_id in self._channels:
+                self.store.remove(session_id)  # ended or expired elsewhere
+            return None
+        await self._listen()
+        # No await from here to the end of the lookup: two requests of one session never
+        # make two sides of it.
+        session = self.store.get(session_id)
+        channel = None if session is None else self._channels.get(session_id)
+        if channel is None:
+            session = LegacySession(session_id=session_id, request_prefix=self._prefix)
+            channel = _Channel(session, self.buffer_bytes, session_digest(session_id))
+            self._channels[session_id] = channel
+            self._by_digest[channel.digest] = channel
+            self.store.add(session)
+        channel.session.apply_record(record)
+        if records.stale(record):
+            await self._refresh(channel, records)
+        return channel
+
+    async def _refresh(self, channel: _Channel, records: SessionRecords) -> None:
+        """Push the record's expiry back (the session is in use); end the session here when
+        its record is gone. Skipped while another instance writes it (which does the same)."""
+        channel.refreshed = time.monotonic()
+        session = channel.session
+        async with records.locked(session.id, wait=0) as held:
+            if not held:
+                return
+            record = await records.load(session.id)
+            if record is None:
+                self.store.remove(session.id)
+                return
+            session.apply_record(record)
+            await records.save(session)
+
+    async def _change(
+        self, channel: _Channel, handle: Callable[[], Awaitable[dict[str, Any] | None]]
+    ) -> dict[str, Any] | None:
+        """Run `handle` (a request or notification that changes what the session set up)
+        with the session's record locked and fresh, then write it and tell the other
+        instances. Store failures are raised (`McpError`)."""
+        records = self.records
+        assert records is not None
+        session = channel.session
+        async with records.locked(session.id):
+            record = await records.load(session.id)
+            if record is None:
+                raise McpError(
+                    INVALID_REQUEST,
+                    "Session not found: it ended or expired; send initialize (without "
+                    "Mcp-Session-Id) to start a new session",
+                )
+            session.apply_record(record)
+            before = session.to_record()
+            response = await handle()
+            after = session.to_record()
+            if {**after, "t": 0} != {**before, "t": 0}:
+                written = await records.save(session)
+                channel.refreshed = time.monotonic()
+                self._publish("u", channel.digest, r=written)
+        return response
+
+    async def _listen(self) -> None:
+        """Subscribe to the sessions' broker channel (once, at first use)."""
+        broker = self._broker
+        if broker is None or self._unsubscribe is not None:
+            return
+        if self._subscribing is None:
+            self._subscribing = asyncio.Lock()
+        async with self._subscribing:
+            if self._unsubscribe is None:
+                self._unsubscribe = await broker.subscribe(
+                    self.broker_channel, self._received, self._missed
+                )
+
+    def _missed(self) -> None:
+        """The broker lost messages for a while: read every served session's record again
+        (ending those that ended elsewhere meanwhile)."""
+        records = self.records
+        if records is None:
+            return
+        for channel in list(self._by_digest.values()):
+            task = asyncio.ensure_future(self._reload(channel, records))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _reload(self, channel: _Channel, records: SessionRecords) -> None:
+        try:
+            record = await records.load(channel.session.id)
+        except McpError:
+            return  # the store too: the next request of the session reads it again
+        if record is None:
+            self.store.remove(channel.session.id)
+        elif not channel.ended:
+            channel.session.apply_record(record)
+
+    def _publish(self, kind: str, digest: str, **fields: Any) -> None:
+        broker = self._broker
+        if broker is None:
+            return
+        message = {"t": kind, "o": self.instance, "s": digest, **fields}
+        try:
+            broker.publish(self.broker_channel, orjson.dumps(message))
+        except Exception:
+            logger.exception("could not publish a legacy session message to other instances")
+
+    def _received(self, data: bytes) -> None:
+        """Act on what another instance published about a session this one serves."""
+        try:
+            message = orjson.loads(data)
+            kind, origin, digest = message["t"], message["o"], message["s"]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            logger.warning("ignored a malformed message on %s", self.broker_channel)
+            return
+        if origin == self.instance or not isinstance(digest, str):
+            return
+        channel = self._by_digest.get(digest)
+        if channel is None or channel.ended:
+            return
+        if kind == "r":
+            response = message.get("m")
+            if isinstance(response, dict):
+                channel.session.deliver(response)
+        elif kind == "c":
+            _cancel(channel, message.get("m"))
+        elif kind == "u":
+            record = message.get("r")
+            if valid_record(record):
+                channel.session.apply_record(record)
+        elif kind == "e":
+            self.store.remove(channel.session.id)
+        elif kind == "g":
+            stream = channel.log.standalone
+            if stream.owner is not None:
+                stream.owner = _TAKEN_ELSEWHERE
+                stream.changed.set()
+
+    def _elsewhere(self, request_id: Any) -> bool:
+        """Whether a response's id names a server request another instance sent."""
+        return (
+            self._broker is not None
+            and isinstance(request_id, str)
+            and request_id.startswith("s-")
+            and not request_id.startswith(self._prefix)
+        )
+
     # --- POST (rules 3 and 4) ---------------------------------------------------------------
 
     async def post(
@@ -233,18 +496,35 @@ class LegacySessions:
     ) -> None:
         """Serve one POSTed message that carries `Mcp-Session-Id`."""
         request_id = message.get("id") if kind == "request" else None
-        channel = await self._find(send, headers, request_id)
+        channel = await self._find(send, headers, request_id, scope)
         if channel is None:
             return
         session = channel.session
         if kind == "response":
-            if not session.deliver(message):
+            if session.deliver(message):
+                pass
+            elif self._elsewhere(message["id"]):
+                self._publish("r", channel.digest, m=message)
+            else:
                 logger.debug("ignored a response to no pending request (id %r)", message["id"])
             await accepted(send)
             return
         if kind == "notification":
             if message["method"] == "notifications/cancelled":
-                _cancel(channel, message.get("params"))
+                params = message.get("params")
+                if not _cancel(channel, params) and self._broker is not None:
+                    self._publish("c", channel.digest, m=params)
+            elif self.records is not None:
+                try:
+                    await self._change(
+                        channel,
+                        functools.partial(
+                            self.server.handle_message, message, None, scope, session
+                        ),
+                    )
+                except McpError as exc:
+                    await _unavailable(send, None, exc)
+                    return
             else:
                 await self.server.handle_message(message, None, scope, session)
             await accepted(send)
@@ -307,8 +587,18 @@ class LegacySessions:
                 # own stream. Notifications about this request have nowhere to go.
                 standalone.add(orjson.dumps(outgoing))
 
+        handle = functools.partial(
+            self.server.handle_request, message, notify, scope, channel.session
+        )
         try:
-            response = await self.server.handle_request(message, notify, scope, channel.session)
+            if self.records is not None and message["method"] in SESSION_CHANGES:
+                try:
+                    changed = await self._change(channel, handle)
+                except McpError as exc:
+                    changed = jsonrpc.error_response(message["id"], exc)
+                response = changed if changed is not None else {}
+            else:
+                response = await handle()
         except asyncio.CancelledError:
             stream.finish()  # cancelled: no response (the client said so, or the session ended)
             raise
@@ -317,10 +607,15 @@ class LegacySessions:
     # --- GET (rule 5) -----------------------------------------------------------------------
 
     async def get(
-        self, receive: Receive, send: Send, headers: dict[bytes, bytes], accept_sse: bool
+        self,
+        receive: Receive,
+        send: Send,
+        headers: dict[bytes, bytes],
+        accept_sse: bool,
+        scope: Any = None,
     ) -> None:
         """Serve a `GET` that carries `Mcp-Session-Id`."""
-        channel = await self._find(send, headers, None)
+        channel = await self._find(send, headers, None, scope)
         if channel is None:
             return
         if not accept_sse:
@@ -345,6 +640,9 @@ class LegacySessions:
                 )
                 return
             cursor = max(stream.delivered, stream.dropped)
+            if self.records is not None:
+                await self._standalone(receive, send, channel, cursor)
+                return
         else:
             last = raw.decode("latin-1").strip()
             found = parse_event_id(last)
@@ -366,13 +664,36 @@ class LegacySessions:
             stream, cursor = stream_, found[1]
         await self._pump(send, receive, channel, stream, cursor, opened=True, can_stream=True)
 
+    async def _standalone(
+        self, receive: Receive, send: Send, channel: _Channel, cursor: int
+    ) -> None:
+        """A shared session's `GET` stream: changes reach the session here while it is open,
+        and the stream another instance served ends (rule 8)."""
+        session = channel.session
+        self._publish("g", channel.digest)
+        self.server.attach_session(session)
+        stream = channel.log.standalone
+        try:
+            await self._pump(send, receive, channel, stream, cursor, opened=True, can_stream=True)
+        finally:
+            if stream.owner is None or stream.owner is _TAKEN_ELSEWHERE:
+                stream.owner = None
+                self.server.detach_session(session)
+
     # --- DELETE (rule 6) --------------------------------------------------------------------
 
-    async def delete(self, send: Send, headers: dict[bytes, bytes]) -> None:
+    async def delete(self, send: Send, headers: dict[bytes, bytes], scope: Any = None) -> None:
         """End the session `Mcp-Session-Id` names."""
-        channel = await self._find(send, headers, None)
+        channel = await self._find(send, headers, None, scope)
         if channel is None:
             return
+        if self.records is not None:
+            try:
+                await self.records.delete(channel.session.id)
+            except McpError as exc:
+                await _unavailable(send, None, exc)
+                return
+            self._publish("e", channel.digest)
         self.store.remove(channel.session.id)
         await send({"type": "http.response.start", "status": 204, "headers": []})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -401,12 +722,16 @@ class LegacySessions:
         if stream.owner is not None:
             stream.changed.set()  # the connection serving it now sees it was taken over
         stream.owner = token
-        gone = asyncio.ensure_future(_disconnect(receive))
+        # Armed only when there is something to wait for: most POSTed requests are answered
+        # within a turn of the loop, and the watcher (with `_wait`) costs tasks per request.
+        gone: asyncio.Future[None] | None = None
         streaming = False
         try:
             if opened:
                 await self._open_stream(send, stream, cursor)
                 streaming = True
+            elif not stream.finished:
+                await asyncio.sleep(0)  # the request's task takes its first step
             while True:
                 stream.changed.clear()
                 if stream.owner is not token:
@@ -443,6 +768,8 @@ class LegacySessions:
                     break
                 if events:
                     continue  # more may have come while this connection was written to
+                if gone is None:
+                    gone = asyncio.ensure_future(_disconnect(receive))
                 if await self._wait(stream, gone, send if streaming else None, channel):
                     return  # the client went away
             if streaming:
@@ -456,7 +783,8 @@ class LegacySessions:
                     "with Last-Event-ID), where its answer goes",
                 )
         finally:
-            gone.cancel()
+            if gone is not None:
+                gone.cancel()
             if stream.owner is token:
                 stream.owner = None
 
@@ -486,6 +814,15 @@ class LegacySessions:
                 if changed in done:
                     return False
                 channel.session.touch()
+                records = self.records
+                if records is not None and (
+                    time.monotonic() - channel.refreshed >= records.refresh_every
+                ):
+                    # An open stream keeps its session in use, on every instance.
+                    with contextlib.suppress(McpError):
+                        await self._refresh(channel, records)
+                    if channel.ended:
+                        return False
                 if send is not None:
                     await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
         finally:
@@ -499,14 +836,28 @@ def _forget(channel: _Channel, request_id: jsonrpc.RequestId, task: asyncio.Task
         logger.error("a legacy request task failed", exc_info=task.exception())
 
 
-def _cancel(channel: _Channel, params: Any) -> None:
+def _cancel(channel: _Channel, params: Any) -> bool:
+    """Cancel the request `params` names if it runs here; whether it did (True also for a
+    malformed cancellation, which is ignored: an unhashable id must not raise)."""
     request_id = params.get("requestId") if isinstance(params, dict) else None
     if isinstance(request_id, bool) or not isinstance(request_id, str | int):
-        return  # malformed cancellations are ignored (an unhashable id must not raise)
+        return True
     task = channel.tasks.get(request_id)
-    if task is not None:
-        logger.debug("cancelling request %r: %s", request_id, params.get("reason"))
-        task.cancel()
+    if task is None:
+        return False
+    logger.debug("cancelling request %r: %s", request_id, params.get("reason"))
+    task.cancel()
+    return True
+
+
+#: Marks a `GET` stream whose session opened another one on another instance (rule 8).
+_TAKEN_ELSEWHERE = object()
+
+
+async def _unavailable(send: Send, request_id: jsonrpc.RequestId | None, exc: McpError) -> None:
+    """The shared store failed: 503, the store's own error (its cause is logged there)."""
+    body = orjson.dumps(jsonrpc.error_response(request_id, exc))
+    await send_json(send, 503, body, [(b"retry-after", b"1")])
 
 
 async def _disconnect(receive: Receive) -> None:
@@ -526,7 +877,9 @@ async def _json_answer(send: Send, events: list[tuple[int, bytes]]) -> None:
         await answer(send, 200, jsonrpc.error_response(None, error))
         return
     data = events[0][1]
-    await send_json(send, status_of(orjson.loads(data)), data)
+    # Only an error may change the status: a response without the word is a 200 unparsed.
+    status = status_of(orjson.loads(data)) if b'"error"' in data else 200
+    await send_json(send, status, data)
 
 
 async def _session_ended(send: Send) -> None:
@@ -539,4 +892,4 @@ async def _session_ended(send: Send) -> None:
     )
 
 
-__all__ = ["MAX_SESSION_REQUESTS", "LegacySessions", "close_sse_stream"]
+__all__ = ["MAX_RECORD_BYTES", "MAX_SESSION_REQUESTS", "LegacySessions", "close_sse_stream"]

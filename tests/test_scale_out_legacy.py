@@ -1,0 +1,93 @@
+"""Legacy (`initialize`) sessions across real processes: three `mrtr serve --transport http`
+instances behind haproxy (`deploy/haproxy.cfg`: round-robin, no stickiness) sharing a real
+`redis-server` (`MRTR_STORE_URL`), over real HTTP on loopback.
+
+* Our client in the legacy era and the official SDK's client (`mode="legacy"`) run sessions
+  at the same time, each request of each going to the next instance: tools/list, a tool that
+  elicits live (the client's answer is POSTed through haproxy, so to another instance than
+  the one waiting; the scenarios are those of `test_scale_out_sessions.py`), setLevel then a
+  logging tool, subscribe, a resource update heard on the GET stream, unsubscribe, ping, and
+  DELETE (then every instance answers 404). No request fails, and the questions were asked
+  by every instance.
+* The same cluster without `MRTR_STORE_URL` (each instance its own sessions): the same
+  official-client session fails, so the test above can fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiohttp
+import mcp
+import pytest
+
+from cluster import Cluster, haproxy_binary
+from redis_instance import RedisInstance, redis_instance
+from test_scale_out_sessions import (
+    INIT,
+    message,
+    official_scenario,
+    open_session,
+    ours_scenario,
+    post,
+)
+from transport_flow import GUARD
+
+TARGET = "tests/servers/legacy_cluster_server.py:server"
+KEY = "legacy-scale-out-key-" + "l" * 32
+SESSIONS = 3  # of each client, at once
+
+__all__ = ["redis_instance"]  # the fixture, used by name
+
+
+def start(tmp_path: Path, **env: str) -> Iterator[Cluster]:
+    if haproxy_binary() is None:
+        pytest.fail("haproxy is not installed: apt-get install haproxy (scripts/test.sh does it)")
+    running = Cluster.start(TARGET, tmp_path, dict(env, MRTR_REQUEST_STATE_KEY=KEY))
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def shared(tmp_path: Path, redis_instance: RedisInstance) -> Iterator[Cluster]:
+    yield from start(tmp_path, MRTR_STORE_URL=redis_instance.url)
+
+
+@pytest.fixture
+def apart(tmp_path: Path) -> Iterator[Cluster]:
+    yield from start(tmp_path)
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+async def test_legacy_sessions_alternate_between_instances_with_no_failure(
+    shared: Cluster,
+) -> None:
+    url = shared.url
+    runs = [ours_scenario(url) for _ in range(SESSIONS)]
+    runs += [official_scenario(url) for _ in range(SESSIONS)]
+    async with asyncio.timeout(GUARD * 3):
+        asked = await asyncio.gather(*runs)
+    pids = {int(label) for labels in asked for label in labels}
+    assert pids == {instance.pid for instance in shared.instances}
+    # DELETE through haproxy ends the session on every instance.
+    async with aiohttp.ClientSession() as http:
+        session_id = await open_session(http, url)
+        for _ in range(3):
+            assert (await post(http, url, message("tools/list"), session_id))[0] == 200
+        async with http.delete(url, headers={"Mcp-Session-Id": session_id}) as response:
+            assert response.status == 204
+        for _ in range(3):
+            status, data, _ = await post(http, url, message("tools/list"), session_id)
+            assert status == 404 and "Session not found" in data["error"]["message"]
+        status, data, _ = await post(http, url, INIT)
+        assert status == 200  # a new one opens as usual
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+async def test_without_the_shared_store_the_same_session_fails(apart: Cluster) -> None:
+    with pytest.raises((mcp.MCPError, TimeoutError, ExceptionGroup)):
+        await asyncio.wait_for(official_scenario(apart.url), 3.0)

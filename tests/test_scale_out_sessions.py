@@ -1,0 +1,422 @@
+"""Legacy (`initialize`) sessions shared by several servers in one process: two `Server`s
+given one `MemoryStore` and one `MemoryBroker`, each behind its own `StreamableHTTPApp`, and
+a round-robin ASGI front on real loopback HTTP, so each request of a session goes to the other
+server than the one before. The same wiring as Redis gives separate processes
+(`test_scale_out_legacy.py` runs that), fast enough to probe every path:
+
+* our client and the official SDK's, in the legacy era: tools/list, a live elicitation whose
+  answer reaches the other server than the one waiting, setLevel then a logging tool,
+  subscribe, a resource update heard on the GET stream, unsubscribe, DELETE;
+* the same with a store and broker per server fails (so the test can fail);
+* a forged id, another caller's id, a deleted session: 404 on every server; a second
+  `initialize`: -32600; a response nobody awaits and a cancellation of nothing: 202, no harm;
+* a GET stream opened on one server ends the one the other served;
+* a session's record expires when idle; the store failing answers 503, the session intact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import mcp
+import mcp_types
+import pytest
+
+from mrtr import Client, ClientOptions, ElicitRequestParams, ElicitResult, Server, ServerOptions
+from mrtr.client import Change
+from mrtr.protocol.errors import INTERNAL_ERROR, McpError
+from mrtr.server.legacy import MAX_SUBSCRIPTIONS
+from mrtr.server.session import LegacySession, SessionRecords
+from mrtr.server.store import Broker, MemoryBroker, MemoryStore, Store
+from mrtr.transport.http_server import StreamableHTTPApp
+from servers.legacy_cluster_server import WATCHED, build
+from transport_flow import GUARD, serve
+
+KEY = "sessions-key-" + "k" * 32
+VERSION = "2025-11-25"
+HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+@dataclass
+class Front:
+    """A round-robin ASGI front: request n goes to app n mod len(apps); every POSTed JSON-RPC
+    message is logged with the index of the app that received it."""
+
+    apps: list[StreamableHTTPApp]
+    turn: itertools.count[int] = field(default_factory=itertools.count)
+    posted: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        index = next(self.turn) % len(self.apps)
+        if scope["method"] != "POST":
+            await self.apps[index](scope, receive, send)
+            return
+        chunks: list[bytes] = []
+
+        async def recording() -> Any:
+            message = await receive()
+            if message["type"] == "http.request":
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body"):
+                    with suppress(ValueError):  # a body that is not JSON: not logged
+                        self.posted.append((index, json.loads(b"".join(chunks))))
+            return message
+
+        await self.apps[index](scope, recording, send)
+
+
+def options(store: Store | None, broker: Broker | None) -> ServerOptions:
+    return ServerOptions(request_state_key=KEY, store=store, broker=broker)
+
+
+@asynccontextmanager
+async def fleet(*, shared: bool = True, n: int = 3, **app: Any) -> AsyncIterator[tuple[str, Front]]:
+    """`n` servers behind the round-robin front; yields its URL and the front."""
+    store, broker = MemoryStore(), MemoryBroker()
+    servers = [
+        build("fleet", options(store, broker) if shared else options(MemoryStore(), None))
+        for _ in range(n)
+    ]
+    front = Front([StreamableHTTPApp(s, sse_retry=0.05, **app) for s in servers])
+    async with AsyncExitStack() as stack:
+        for server in servers:
+            await stack.enter_async_context(server.running())
+        base = await stack.enter_async_context(serve(front))
+        try:
+            yield base + "/mcp", front
+        finally:
+            for each in front.apps:
+                each.close()
+
+
+def accept(params: ElicitRequestParams) -> ElicitResult:
+    return ElicitResult(action="accept", content={"ok": True})
+
+
+def answered_elsewhere(front: Front) -> int:
+    """How many elicitation answers were POSTed to another server than the one that asked
+    (the id of a server's request names its instance)."""
+    owners = {app.sessions.instance: index for index, app in enumerate(front.apps)}
+    count = 0
+    for index, message in front.posted:
+        if "result" in message and "action" in message["result"]:
+            owner = owners[str(message["id"]).split("-")[1]]
+            count += owner != index
+    return count
+
+
+async def ours_scenario(url: str) -> list[str]:
+    """Our client in the legacy era: every kind of request; the servers that asked."""
+    logs: list[dict[str, Any]] = []
+    client = Client.http(
+        url,
+        elicitation_handler=accept,
+        log_handler=logs.append,
+        log_level="warning",
+        options=ClientOptions(protocol="legacy"),
+    )
+    async with client:
+        tools = await client.all_tools()
+        assert client.era == "legacy" and client.protocol_version == VERSION
+        assert {t.name for t in tools} >= {"confirm", "levels", "touch"}
+        asked = []
+        for item in ("a", "b", "c"):
+            result = await asyncio.wait_for(client.call_tool("confirm", {"item": item}), GUARD)
+            data = result.structured_content or {}
+            assert (data["action"], data["ok"]) == ("accept", True)
+            asked.append(str(data["asked_by"]))
+        for _ in range(2):  # the level set on one server holds on the other
+            await client.call_tool("levels", {})
+        assert sorted({entry["level"] for entry in logs}) == ["error", "warning"]
+        assert len(logs) == 4
+        async with client.listen(resource_uris=[WATCHED]) as changes:
+            await asyncio.sleep(0.1)  # the GET stream is open on one of them
+            for _ in range(2):  # raised once on each server
+                await client.call_tool("touch", {})
+                async with asyncio.timeout(GUARD):
+                    change = await anext(aiter(changes))
+                assert change == Change("resource", WATCHED)
+        await client.ping()
+    return asked
+
+
+async def official_scenario(url: str) -> list[str]:
+    """The official SDK's client, `mode="legacy"`; the servers that asked."""
+    logs: list[str] = []
+    updated = asyncio.Event()
+
+    async def elicit(context: Any, params: Any) -> mcp_types.ElicitResult:
+        return mcp_types.ElicitResult(action="accept", content={"ok": True})
+
+    async def on_log(params: Any) -> None:
+        logs.append(params.level)
+
+    async def on_message(message: Any) -> None:
+        root = getattr(message, "root", message)
+        if isinstance(root, mcp_types.ResourceUpdatedNotification):
+            updated.set()
+
+    asked = []
+    async with mcp.Client(
+        url,
+        mode="legacy",
+        elicitation_callback=elicit,
+        logging_callback=on_log,
+        message_handler=on_message,
+    ) as client:
+        assert client.session.protocol_version == VERSION
+        for item in ("a", "b", "c"):
+            result = await asyncio.wait_for(client.call_tool("confirm", {"item": item}), GUARD)
+            assert result.structured_content is not None
+            assert result.structured_content["action"] == "accept"
+            asked.append(str(result.structured_content["asked_by"]))
+        await client.set_logging_level("warning")
+        for _ in range(2):
+            await client.call_tool("levels", {})
+        assert sorted(logs) == ["error", "error", "warning", "warning"]
+        await client.subscribe_resource(WATCHED)
+        await asyncio.sleep(0.1)
+        await client.call_tool("touch", {})
+        await asyncio.wait_for(updated.wait(), GUARD)
+        await client.unsubscribe_resource(WATCHED)
+        await client.send_ping()
+    return asked
+
+
+async def test_our_legacy_client_alternating_between_servers() -> None:
+    async with fleet() as (url, front):
+        asked = await ours_scenario(url)
+        assert len(set(asked)) == 3  # asked by each server
+        # Every answer was POSTed to another server than the one awaiting it.
+        assert answered_elsewhere(front) == 3
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+async def test_the_official_legacy_client_alternating_between_servers() -> None:
+    async with fleet() as (url, front):
+        asked = await official_scenario(url)
+        # Its GET stream takes turns too, so which server asks varies; some answers cross.
+        assert len(set(asked)) >= 2
+        assert answered_elsewhere(front) >= 1, front.posted
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+async def test_without_a_shared_store_the_same_session_fails() -> None:
+    async with fleet(shared=False) as (url, _):
+        # A server that does not know the session answers 404: the client gives up, or (an
+        # answer POSTed to it) the server that asked waits for an answer that never comes.
+        with pytest.raises((mcp.MCPError, TimeoutError, ExceptionGroup)):
+            await asyncio.wait_for(official_scenario(url), 3.0)
+
+
+# --- raw HTTP: what each server answers --------------------------------------------------
+
+
+def message(method: str, params: dict[str, Any] | None = None, id: Any = 1) -> dict[str, Any]:
+    body: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params or {}}
+    if id is not None:
+        body["id"] = id
+    return body
+
+
+INIT = message(
+    "initialize",
+    {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+)
+
+
+async def post(
+    http: aiohttp.ClientSession,
+    url: str,
+    body: dict[str, Any],
+    session_id: str | None = None,
+    **headers: str,
+) -> tuple[int, Any, str | None]:
+    """POST one message; (status, JSON body or None, Mcp-Session-Id of the answer)."""
+    sent = dict(HEADERS, **headers)
+    if session_id is not None:
+        sent["Mcp-Session-Id"] = session_id
+    async with http.post(url, json=body, headers=sent) as response:
+        text = await response.text()
+        data = json.loads(text) if response.content_type == "application/json" and text else None
+        return response.status, data, response.headers.get("mcp-session-id")
+
+
+async def open_session(http: aiohttp.ClientSession, url: str, **headers: str) -> str:
+    status, data, session_id = await post(http, url, INIT, **headers)
+    assert status == 200 and data["result"]["protocolVersion"] == VERSION and session_id
+    notified = message("notifications/initialized", id=None)
+    assert (await post(http, url, notified, session_id, **headers))[0] == 202
+    return session_id
+
+
+def user_of(scope: Any) -> str | None:
+    """The caller, from an `X-User` header (a stand-in for verified credentials)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"x-user":
+            return str(value.decode())
+    return None
+
+
+@asynccontextmanager
+async def raw_fleet(**app: Any) -> AsyncIterator[tuple[str, Front, aiohttp.ClientSession]]:
+    async with fleet(**app) as (url, front), aiohttp.ClientSession() as http:
+        yield url, front, http
+
+
+async def test_forged_foreign_and_deleted_ids_are_404_on_every_server() -> None:
+    store, broker = MemoryStore(), MemoryBroker()
+    opts = ServerOptions(request_state_key=KEY, store=store, broker=broker, principal=user_of)
+    front = Front([StreamableHTTPApp(build("fleet", opts)) for _ in range(3)])
+    async with AsyncExitStack() as stack:
+        for app in front.apps:
+            await stack.enter_async_context(app.server.running())
+        url = await stack.enter_async_context(serve(front)) + "/mcp"
+        http = await stack.enter_async_context(aiohttp.ClientSession())
+        alice = await open_session(http, url, **{"X-User": "alice"})
+        listing = message("tools/list")
+        for _ in range(3):  # each server in turn
+            assert (await post(http, url, listing, alice, **{"X-User": "alice"}))[0] == 200
+            status, data, _ = await post(http, url, listing, alice, **{"X-User": "bob"})
+            assert status == 404 and "Session not found" in data["error"]["message"]
+            status, data, _ = await post(http, url, listing, "forged-" + alice[7:])
+            assert status == 404 and data["error"]["code"] == -32600
+        # A second initialize on the session, wherever it lands: -32600.
+        status, data, _ = await post(http, url, INIT, alice, **{"X-User": "alice"})
+        assert data["error"]["code"] == -32600 and "already initialized" in data["error"]["message"]
+        # Responses nobody awaits (this instance's id form or another's) and a cancellation
+        # of nothing: accepted, ignored, the session goes on.
+        for stray in (
+            {"jsonrpc": "2.0", "id": "s-000000000000-1", "result": {"action": "accept"}},
+            {"jsonrpc": "2.0", "id": 7, "result": {}},
+            message("notifications/cancelled", {"requestId": 99}, id=None),
+        ):
+            assert (await post(http, url, stray, alice, **{"X-User": "alice"}))[0] == 202
+        assert (await post(http, url, listing, alice, **{"X-User": "alice"}))[0] == 200
+        # Bob cannot end Alice's session; Alice can, and then no server knows it.
+        async with http.delete(url, headers={"Mcp-Session-Id": alice, "X-User": "bob"}) as r:
+            assert r.status == 404
+        async with http.delete(url, headers={"Mcp-Session-Id": alice, "X-User": "alice"}) as r:
+            assert r.status == 204
+        for _ in range(3):
+            status, _, _ = await post(http, url, listing, alice, **{"X-User": "alice"})
+            assert status == 404
+        assert await store.get(SessionRecords.key(alice)) is None
+
+
+async def test_a_get_stream_opened_on_another_server_ends_the_first() -> None:
+    async with raw_fleet() as (url, _, http):
+        session_id = await open_session(http, url)
+        get_headers = {"Accept": "text/event-stream", "Mcp-Session-Id": session_id}
+        first = await http.get(url, headers=get_headers)
+        assert first.status == 200
+        second = await http.get(url, headers=get_headers)  # the next server
+        try:
+            assert second.status == 200
+            async with asyncio.timeout(GUARD):
+                await first.read()  # ended by the server: the body completes
+            # The stream now open hears a change raised anywhere.
+            await post(http, url, message("tools/call", {"name": "announce"}), session_id)
+            async with asyncio.timeout(GUARD):
+                while b"notifications/tools/list_changed" not in await second.content.readline():
+                    pass
+        finally:
+            first.close()
+            second.close()
+
+
+async def test_an_idle_session_expires_on_every_server_and_one_in_use_does_not() -> None:
+    async with raw_fleet(session_idle_timeout=0.6) as (url, _, http):
+        busy = await open_session(http, url)
+        idle = await open_session(http, url)
+        for _ in range(8):  # 1.2 s, busy used every 0.15 s
+            await asyncio.sleep(0.15)
+            assert (await post(http, url, message("ping"), busy))[0] == 200
+        for _ in range(3):
+            assert (await post(http, url, message("ping"), busy))[0] == 200
+            assert (await post(http, url, message("ping"), idle))[0] == 404
+
+
+class Flaky(MemoryStore):
+    """A store that fails, as a lost Redis does, while `broken`."""
+
+    broken = False
+
+    async def get(self, key: str) -> bytes | None:
+        if self.broken:
+            raise McpError(INTERNAL_ERROR, "the shared store is unavailable; retry later")
+        return await super().get(key)
+
+
+async def test_a_failing_store_answers_503_and_the_session_survives() -> None:
+    store = Flaky()
+    front = Front([StreamableHTTPApp(build("fleet", options(store, MemoryBroker())))])
+    async with (
+        front.apps[0].server.running(),
+        serve(front) as base,
+        aiohttp.ClientSession() as http,
+    ):
+        url = base + "/mcp"
+        session_id = await open_session(http, url)
+        store.broken = True
+        status, data, _ = await post(http, url, message("tools/list"), session_id)
+        assert status == 503 and data["error"]["code"] == INTERNAL_ERROR
+        assert "unavailable" in data["error"]["message"]
+        store.broken = False
+        assert (await post(http, url, message("tools/list"), session_id))[0] == 200
+
+
+async def test_one_process_binds_a_session_to_its_caller_too() -> None:
+    opts = ServerOptions(request_state_key=KEY, principal=user_of)  # no broker: not shared
+    front = Front([StreamableHTTPApp(build("alone", opts))])
+    async with (
+        front.apps[0].server.running(),
+        serve(front) as base,
+        aiohttp.ClientSession() as http,
+    ):
+        url = base + "/mcp"
+        alice = await open_session(http, url, **{"X-User": "alice"})
+        assert front.apps[0].sessions.records is None
+        listing = message("tools/list")
+        assert (await post(http, url, listing, alice, **{"X-User": "alice"}))[0] == 200
+        status, data, _ = await post(http, url, listing, alice, **{"X-User": "bob"})
+        assert status == 404 and "Session not found" in data["error"]["message"]
+        status, _, _ = await post(http, url, listing, alice)  # no caller at all
+        assert status == 404
+
+
+async def test_what_a_session_keeps_is_bounded() -> None:
+    async with raw_fleet() as (url, _, http):
+        huge = {**INIT["params"], "clientInfo": {"name": "x" * 70_000, "version": "0"}}
+        status, data, session_id = await post(http, url, message("initialize", huge))
+        assert status == 400 and session_id is None
+        assert data["error"]["code"] == -32602 and "too large" in data["error"]["message"]
+    # Subscriptions: a template matches endlessly many URIs, a session follows at most 1024.
+    server = Server("subs")
+
+    @server.resource_template("db://rows/{id}")
+    def row(id: int) -> str:
+        return str(id)
+
+    session = LegacySession()
+    await server.handle_message(INIT, None, None, session)
+    for i in range(MAX_SUBSCRIPTIONS):
+        response = await server.handle_message(
+            message("resources/subscribe", {"uri": f"db://rows/{i}"}), None, None, session
+        )
+        assert response is not None and "result" in response
+    response = await server.handle_message(
+        message("resources/subscribe", {"uri": "db://rows/x1"}), None, None, session
+    )
+    assert response is not None and response["error"]["code"] == -32602
+    assert "unsubscribe from one first" in response["error"]["message"]
+    assert len(session.subscriptions) == MAX_SUBSCRIPTIONS
