@@ -20,6 +20,8 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
+
 from mrtr import (
     Client,
     ClientOptions,
@@ -32,8 +34,19 @@ from mrtr import (
     Root,
     TextContent,
 )
+from mrtr.client.auth import (
+    AuthorizationResponse,
+    ClientCredentials,
+    ClientCredentialsGrant,
+    IdJagGrant,
+    JwtBearerGrant,
+    OAuth,
+)
 
 logger = logging.getLogger("conformance.client")
+
+#: The Client ID Metadata Document URL the suite's authorization servers expect (SEP-991).
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 
 
 def accept(params: ElicitRequestParams) -> ElicitResult:
@@ -64,10 +77,73 @@ def roots(params: ListRootsRequestParams) -> ListRootsResult:
     return ListRootsResult(roots=[Root(uri="file:///conformance", name="conformance")])
 
 
-def connect(url: str, version: str) -> Client:
+class HeadlessRedirect:
+    """Stands in for the browser: the suite's authorization servers approve at once, so the
+    redirect back is read from the authorization endpoint's `Location` header."""
+
+    redirect_uri = "http://localhost:3000/callback"
+
+    async def authorize(self, url: str) -> AuthorizationResponse:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(url, allow_redirects=False) as response,
+        ):
+            location = response.headers.get("Location")
+        if location is None:
+            raise RuntimeError(
+                f"the authorization endpoint did not redirect (HTTP {response.status})"
+            )
+        return AuthorizationResponse.from_url(location)
+
+
+def oauth_for(scenario: str, context: dict[str, Any]) -> OAuth | None:
+    """How the client authorizes in an `auth/*` scenario, from the data the suite passes."""
+    if not scenario.startswith("auth/"):
+        return None
+    name = scenario.removeprefix("auth/")
+    if name == "pre-registration":
+        client = ClientCredentials(
+            context["client_id"], context["client_secret"], issuer=context.get("issuer")
+        )
+        return OAuth(HeadlessRedirect(), client=client)
+    if name == "client-credentials-jwt":
+        client = ClientCredentials(
+            context["client_id"],
+            private_key_pem=context["private_key_pem"],
+            signing_algorithm=context.get("signing_algorithm", "ES256"),
+            auth_method="private_key_jwt",
+        )
+        return OAuth(grant=ClientCredentialsGrant(), client=client)
+    if name == "client-credentials-basic":
+        client = ClientCredentials(context["client_id"], context["client_secret"])
+        return OAuth(grant=ClientCredentialsGrant(), client=client)
+    if name == "enterprise-managed-authorization":
+        grant = IdJagGrant(
+            context["idp_id_token"],
+            idp_token_endpoint=context["idp_token_endpoint"],
+            idp_client_id=context["idp_client_id"],
+        )
+        client = ClientCredentials(context["client_id"], context["client_secret"])
+        return OAuth(grant=grant, client=client)
+    if name == "wif-jwt-bearer":
+        client = ClientCredentials(context["client_id"], auth_method="none")
+        return OAuth(grant=JwtBearerGrant(context["valid_jwt"]), client=client)
+    return OAuth(HeadlessRedirect(), client_metadata_url=CLIENT_METADATA_URL)
+
+
+async def authorized_calls(client: Client, context: dict[str, Any]) -> None:
+    # Every request carries the token; tools/call may need more scope than tools/list.
+    tools = (await client.list_tools()).tools
+    for tool in tools:
+        result = await client.call_tool(tool.name, {})
+        logger.info("%s -> %s", tool.name, result.content)
+
+
+def connect(url: str, version: str, auth: OAuth | None = None) -> Client:
     legacy = bool(version) and version < "2026"  # revisions are dates
     return Client.http(
         url,
+        auth=auth,
         options=ClientOptions(protocol="legacy" if legacy else "auto"),
         elicitation_handler=accept,
         sampling_handler=sample,
@@ -166,16 +242,17 @@ SCENARIOS: dict[str, Callable[[Client, dict[str, Any]], Awaitable[None]]] = {
 
 
 async def run(scenario: str, url: str, context: dict[str, Any], version: str) -> None:
-    async with connect(url, version) as client:
-        await SCENARIOS[scenario](client, context)
+    action = SCENARIOS.get(scenario, authorized_calls)
+    async with connect(url, version, oauth_for(scenario, context)) as client:
+        await action(client, context)
 
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
-    if scenario not in SCENARIOS or len(sys.argv) < 2:
+    if (scenario not in SCENARIOS and not scenario.startswith("auth/")) or len(sys.argv) < 2:
         print(
-            f"usage: MCP_CONFORMANCE_SCENARIO=<one of {sorted(SCENARIOS)}> "
+            f"usage: MCP_CONFORMANCE_SCENARIO=<auth/... or one of {sorted(SCENARIOS)}> "
             f"{sys.argv[0]} <server-url>",
             file=sys.stderr,
         )

@@ -60,7 +60,7 @@ TARGET names a Server object: MODULE:ATTR (shop.app:server) or FILE.py:ATTR
 With --transport http, every connection is bounded: the limits above (0 turns one off, but
 for --keep-alive and --max-body-size) keep slow, idle or too many clients from holding the
 server. In production, put a reverse proxy or load balancer in front (TLS, its own timeouts
-and limits): see the README.
+and limits): see docs/guides/production.md.
 
 examples:
   mrtr serve shop.py:server                       # stdio, for an MCP host to spawn
@@ -188,6 +188,17 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
         default=[],
         metavar="NAME=VALUE",
         help="an HTTP header to send with every request (HTTP only); repeatable",
+    )
+    oauth = call.add_argument_group(
+        "authorization (HTTP servers answering 401: sign in through the browser)"
+    )
+    oauth.add_argument("--client-id", help="a client id registered with the server's OAuth")
+    oauth.add_argument("--client-secret", help="the secret of --client-id, if it has one")
+    oauth.add_argument("--scope", help="the scopes to ask for (default: what the server names)")
+    oauth.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="where tokens are kept (default ~/.mrtr/tokens.json, readable by you only)",
     )
 
     for name, text, description in _DESCRIBE:
@@ -413,7 +424,14 @@ def _install(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def _call(parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str]) -> int:
-    from .call import CallCommand, forward_server_stderr, is_url, parse_arguments, parse_headers
+    from .call import (
+        CallCommand,
+        command_line_oauth,
+        forward_server_stderr,
+        is_url,
+        parse_arguments,
+        parse_headers,
+    )
     from .responder import roots_from_paths
 
     words: list[str] = args.words
@@ -434,6 +452,8 @@ def _call(parser: argparse.ArgumentParser, args: argparse.Namespace, command: li
         parser.error(f"{tool!r} looks like an argument; the tool name comes first")
     if args.header and url is None:
         parser.error("--header applies to an HTTP server (a URL) only")
+    if url is None and (args.client_id or args.client_secret or args.scope or args.token_file):
+        parser.error("--client-id, --client-secret, --scope and --token-file apply to a URL only")
     try:
         call = CallCommand(
             tool=tool,
@@ -446,6 +466,14 @@ def _call(parser: argparse.ArgumentParser, args: argparse.Namespace, command: li
         )
     except ValueError as exc:
         parser.error(str(exc))
+    # OAuth only steps in on a 401, and not at all for a caller who brings its own token.
+    if url is not None and "authorization" not in {name.lower() for name in call.headers}:
+        call.auth = command_line_oauth(
+            client_id=args.client_id,
+            client_secret=args.client_secret,
+            scope=args.scope,
+            token_file=args.token_file,
+        )
     if command:
         forward_server_stderr()
     return asyncio.run(call.run())

@@ -7,6 +7,10 @@ own requests.
 The server is an `http(s)://` URL (Streamable HTTP) or a command to spawn (stdio). Arguments
 are `key=value` words whose values are read as JSON when they parse (`n=3` is 3, `ok=true` is
 True, `tags=["a"]` a list) and as plain strings otherwise (`name=bob`).
+
+A protected HTTP server (401) is authorized with OAuth: the authorization URL is printed and
+opened in a browser, the redirect comes back to a listener on 127.0.0.1, and the tokens are
+kept (mode 0600) in `~/.mrtr/tokens.json`, so the next call signs in no more.
 """
 
 from __future__ import annotations
@@ -15,16 +19,24 @@ import json
 import logging
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..client.client import Client, InputHandlerError
 from ..protocol.errors import LOCAL_CODES, MISSING_REQUIRED_CLIENT_CAPABILITY, McpError
+from ..protocol.tasks import DetailedTask
 from ..protocol.types import Root
 from .responder import SamplingRefused, TerminalResponder
 from .results import format_tool_result, pretty_json
 from .terminal import Console, TextConsole
+
+if TYPE_CHECKING:
+    from ..client.auth import OAuth
+
+#: Where `mrtr call` keeps tokens and client registrations (override: --token-file).
+DEFAULT_TOKEN_FILE = Path("~/.mrtr/tokens.json")
 
 
 def is_url(word: str) -> bool:
@@ -84,6 +96,7 @@ class CallCommand:
     headers: dict[str, str] = field(default_factory=dict)
     roots: list[Root] = field(default_factory=list)
     raw_json: bool = False
+    auth: OAuth | None = None
 
     @property
     def server_label(self) -> str:
@@ -94,7 +107,7 @@ class CallCommand:
         """A client for the target, answering through `responder`."""
         handlers = responder.client_handlers()
         if self.url is not None:
-            return Client.http(self.url, headers=self.headers or None, **handlers)
+            return Client.http(self.url, headers=self.headers or None, auth=self.auth, **handlers)
         return Client.stdio(self.command[0], self.command[1:], **handlers)
 
     async def run(
@@ -106,7 +119,9 @@ class CallCommand:
         responder = TerminalResponder(console or TextConsole(), self.server_label, self.roots)
         try:
             async with self.client(responder) as client:
-                result = await client.call_tool(self.tool, self.arguments)
+                result = await client.call_tool(
+                    self.tool, self.arguments, on_task_status=_task_reporter(err)
+                )
         except McpError as exc:
             if responder.refusal is not None:
                 print(f"mrtr call: stopped: {responder.refusal}", file=err)
@@ -147,4 +162,44 @@ class CallCommand:
         return 1
 
 
-__all__ = ["CallCommand", "forward_server_stderr", "is_url", "parse_arguments", "parse_headers"]
+def _task_reporter(err: TextIO) -> Callable[[DetailedTask], None]:
+    """Shows, on `err`, each new status of the task the server ran the call as."""
+
+    def report(task: DetailedTask) -> None:
+        said = f" ({task.status_message})" if task.status_message else ""
+        print(f"mrtr call: task {task.task_id}: {task.status}{said}", file=err, flush=True)
+
+    return report
+
+
+def command_line_oauth(
+    *,
+    client_id: str | None = None,
+    client_secret: str | None = None,
+    scope: str | None = None,
+    token_file: str | None = None,
+) -> OAuth:
+    """The OAuth of `mrtr call`: a person signs in through the browser (the redirect comes
+    back to 127.0.0.1), as a pre-registered client when given one, else one registered
+    dynamically; tokens live in `token_file` (default `~/.mrtr/tokens.json`, mode 0600)."""
+    from ..client.auth import ClientCredentials, FileTokenStore, LoopbackRedirectHandler, OAuth
+
+    path = Path(token_file) if token_file else DEFAULT_TOKEN_FILE
+    client = ClientCredentials(client_id, client_secret) if client_id else None
+    return OAuth(
+        LoopbackRedirectHandler(),
+        client=client,
+        client_name="mrtr call",
+        scope=scope,
+        store=FileTokenStore(path.expanduser()),
+    )
+
+
+__all__ = [
+    "CallCommand",
+    "command_line_oauth",
+    "forward_server_stderr",
+    "is_url",
+    "parse_arguments",
+    "parse_headers",
+]

@@ -44,7 +44,7 @@ import inspect
 import itertools
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import orjson
@@ -71,6 +71,9 @@ from . import headers as mcp_headers
 from .base import MAX_MESSAGE_SIZE, NotificationHandler, RequestHandler
 from .http_session import SESSION_ID, HTTPSession, StreamCursor, visible_ascii
 from .sse import SSEDecoder, SSEError, SSEEventTooLarge, SSEFrame
+
+if TYPE_CHECKING:
+    from ..client.auth.oauth import OAuth
 
 logger = logging.getLogger("mrtr.http")
 
@@ -135,6 +138,9 @@ class HTTPTransport:
     Legacy sessions only: `max_resumptions` is how many reconnections in a row that bring
     nothing new a stream gets before it is given up; `reconnect_delay` is the wait, in seconds,
     before reconnecting to a stream whose server named no `retry` time.
+
+    `auth` (an `mrtr.client.auth.OAuth`) authorizes every request of both eras and answers the
+    server's 401 and 403 challenges; without it the transport takes no detour at all.
     """
 
     def __init__(
@@ -149,6 +155,7 @@ class HTTPTransport:
         max_message_size: int = MAX_MESSAGE_SIZE,
         max_resumptions: int = 5,
         reconnect_delay: float = 1.0,
+        auth: OAuth | None = None,
     ) -> None:
         if connect_attempts < 1:
             raise ValueError(f"connect_attempts must be at least 1, not {connect_attempts}")
@@ -162,6 +169,7 @@ class HTTPTransport:
         self.max_resumptions = max_resumptions
         self.reconnect_delay = reconnect_delay
         self._timeout = timeout
+        self.auth = auth
         # Case-insensitive, so a user header can never duplicate one the protocol sets.
         self._base_headers: CIMultiDict[str] = CIMultiDict(headers or {})
         self._base_headers["Content-Type"] = "application/json"
@@ -197,6 +205,7 @@ class HTTPTransport:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=100, keepalive_timeout=4.0),
                 timeout=self._connect_timeout,
+                middlewares=(self.auth.middleware,) if self.auth is not None else (),
             )
 
     async def close(self) -> None:
