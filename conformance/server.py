@@ -30,6 +30,7 @@ from mrtr import (
     roots_request,
     sample_request,
 )
+from mrtr.protocol.errors import INTERNAL_ERROR, McpError
 from mrtr.transport.http_server import close_sse_stream
 
 # A 1x1 transparent PNG and a tiny silent WAV, so the media fixtures carry real files.
@@ -495,6 +496,73 @@ def template_data(id: str) -> dict[str, Any]:
 def watched_resource() -> str:
     """A resource clients subscribe to."""
     return "Watched resource content."
+
+
+# --- the tasks extension (io.modelcontextprotocol/tasks) -----------------------------------
+
+
+@server.tool()
+def greet(name: str) -> str:
+    """Greets someone; never a task."""
+    return f"Hello, {name}!"
+
+
+@server.tool(task="optional")
+async def slow_compute(seconds: float = 1.0, label: str = "") -> str:
+    """Works for `seconds`, then reports; a task for clients that take tasks."""
+    await asyncio.sleep(max(0.0, min(seconds, 600.0)))
+    return f"Computed {label or 'result'} after {seconds:g} s"
+
+
+@server.tool(task="required")
+async def failing_job() -> CallToolResult:
+    """Runs about a second, then reports a tool error (only as a task)."""
+    await asyncio.sleep(1.0)
+    return CallToolResult(content=[TextContent(text="The job failed: no data")], is_error=True)
+
+
+@server.tool(task="optional")
+async def protocol_error_job() -> str:
+    """Fails with a protocol (JSON-RPC) error after a moment."""
+    await asyncio.sleep(0.2)
+    raise McpError(INTERNAL_ERROR, "The job's backend went away")
+
+
+@server.tool(task="optional")
+async def confirm_delete(ctx: RequestContext, filename: str) -> str:
+    """Becomes a task, then asks the user to confirm deleting `filename`."""
+    await ctx.run_as_task()
+    answer = await ctx.elicit(f"Delete {filename}?", _confirm_schema())
+    confirmed = answer.action == "accept" and bool((answer.content or {}).get("confirm"))
+    return f"Deleted {filename}" if confirmed else f"Kept {filename}"
+
+
+@server.tool(task="optional")
+async def multi_input(ctx: RequestContext) -> str:
+    """Becomes a task, then asks two questions at once."""
+    await ctx.run_as_task()
+    first, second = await asyncio.gather(
+        ctx.elicit("First name?", _name_schema(), key="first"),
+        ctx.elicit("Confirm?", _confirm_schema(), key="second"),
+    )
+    return f"Got {first.action} and {second.action}"
+
+
+@server.tool(task="required")
+async def test_tool_with_task(ctx: RequestContext) -> str:
+    """Asks for the user's name by MRTR, then finishes the greeting as a task."""
+    answer = await ctx.elicit("What is your name?", _name_schema(), key="user_name")
+    name = (answer.content or {}).get("name", "stranger")
+    await ctx.run_as_task()
+    await asyncio.sleep(0.1)
+    return f"Hello, {name}!"
+
+
+def _confirm_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"confirm": {"type": "boolean"}, "name": {"type": "string"}},
+    }
 
 
 def main() -> None:
