@@ -6,13 +6,19 @@ repetitions (rotating who goes first) and reports medians. Everything runs on
 uvloop; both SDKs' HTTP servers run under the same uvicorn settings on the
 same loop as their clients, and both stdio servers are child processes.
 
-    python benchmarks/run.py                    # full run (about 2 min on 2 cores)
+    python benchmarks/run.py                    # full run (about 4.5 min on 2 cores)
     python benchmarks/run.py --json out.json    # also write every number as JSON
     python benchmarks/run.py --quick            # tiny counts: checks that everything runs
     python benchmarks/run.py --only inproc http # a subset of the workloads
     python benchmarks/run.py --only legacy      # legacy (initialize) sessions over HTTP
+    python benchmarks/run.py --only xproc xlegacy inspector  # servers in their own processes
     python benchmarks/run.py --profile inproc   # cProfile of our flow, top entries by tottime
     python benchmarks/run.py --profile legacy   # ... of our legacy-session elicitation flow
+    python benchmarks/run.py --profile xflow    # our server and client, each its own process
+
+The cross-process workloads (`xproc.py`) run every server in a process of its own and read
+its CPU time from /proc; `inspector` drives them with MCP Inspector's CLI `--load` (Node 22
+from the conformance suite's cache, npm packages installed under `.cache/bench-node`).
 
 Dependencies: the dev extras plus `benchmarks/requirements.txt` (the pinned
 official SDK). When something that file provides is missing, the script installs
@@ -53,7 +59,11 @@ REQUIREMENTS = ROOT / "benchmarks" / "requirements.txt"
 # Run by path, so make the repository root importable for `benchmarks.*`.
 sys.path.insert(0, str(ROOT))
 
-WORKLOADS = ("inproc", "http", "stdio", "plain", "legacy", "seal", "growth", "concurrency")
+IN_THREAD = ("inproc", "http", "stdio", "plain", "legacy", "seal", "growth", "concurrency")
+CROSS_PROCESS = ("xproc", "xlegacy", "inspector")
+"""Servers in their own processes (`benchmarks/xproc.py`): 2026-07-28 clients, 2025-11-25
+clients, and MCP Inspector's `--load` as an external load generator."""
+WORKLOADS = IN_THREAD + CROSS_PROCESS
 
 
 #: Modules the benchmark needs beyond `mrtr` itself; all come from the dev extras or
@@ -516,6 +526,83 @@ async def run_concurrency(s: Settings) -> dict[str, Workload]:
     return {"concurrency": _split(results, workload)}
 
 
+# --- cross-process workloads (servers in their own processes) -------------------------------
+
+
+def xsettings(s: Settings) -> Any:
+    """The cross-process sizes matching `s` (`--quick` shrinks both)."""
+    from benchmarks import xproc
+
+    x = xproc.QUICK if s is QUICK or s.reps == 1 else xproc.FULL
+    return replace(x, gc_freeze=s.gc_freeze, reps=max(x.reps, s.reps), clients=s.clients)
+
+
+def _xworkloads(
+    prefix: str, results: Mapping[str, Mapping[str, Any]], titles: Mapping[str, tuple[str, str]]
+) -> dict[str, Workload]:
+    return {
+        f"{prefix}_{key}": _split(results[key], Workload(*titles[key]))
+        for key in titles
+        if key in results
+    }
+
+
+async def run_xproc(x: Any) -> dict[str, Workload]:
+    from benchmarks import xproc
+
+    results = await xproc.run_modern(x)
+    return _xworkloads(
+        "xproc",
+        results,
+        {
+            "flow_latency": ("Cross-process HTTP: two-round MRTR flow, one client", "s/flow"),
+            "plain_latency": ("Cross-process HTTP: plain tools/call, one client", "s/call"),
+            "plain_cpu": ("Cross-process HTTP: server CPU per plain call, fixed rate", "s/call"),
+            "flow_cpu": ("Cross-process HTTP: server CPU per MRTR flow, fixed rate", "s/flow"),
+            "concurrency": ("Cross-process HTTP: concurrent clients running flows", "flows/s"),
+        },
+    )
+
+
+async def run_xlegacy(x: Any) -> dict[str, Workload]:
+    from benchmarks import xproc
+
+    results = await xproc.run_legacy(x)
+    return _xworkloads(
+        "xlegacy",
+        results,
+        {
+            "plain_latency": ("Cross-process legacy session: plain tools/call", "s/call"),
+            "live_latency": ("Cross-process legacy session: one live question", "s/flow"),
+            "plain_cpu": ("Cross-process legacy: server CPU per plain call, fixed rate", "s/call"),
+            "live_cpu": ("Cross-process legacy: server CPU per live flow, fixed rate", "s/flow"),
+            "concurrency": ("Cross-process legacy: concurrent clients, live flows", "flows/s"),
+        },
+    )
+
+
+async def run_inspector(x: Any) -> dict[str, Workload]:
+    from benchmarks import xproc
+
+    results = await xproc.run_inspector(x)
+    names = {"ours": "ours/mrtr", "mcpserver": "official/mcpserver", "ts": "reference/ts_v2"}
+    return {
+        f"inspector_{era}": _split(
+            {names[k]: v for k, v in per_server.items()},
+            Workload(
+                f"MCP Inspector CLI --load, {era} era: tools/call add(2, 3)",
+                "requests/s",
+                notes=[
+                    "@modelcontextprotocol/inspector 2.12.0 (Node 22), one process per run",
+                    "reference: @modelcontextprotocol/server 2.4.0 createMcpHandler on "
+                    "@modelcontextprotocol/node 2.1.2 toNodeHandler (benchmarks/ts_server.mjs)",
+                ],
+            ),
+        )
+        for era, per_server in results.items()
+    }
+
+
 # --- table and targets -----------------------------------------------------------------------
 
 
@@ -656,7 +743,7 @@ def check_targets(results: Mapping[str, Workload]) -> list[Target]:
         r = _ratio(_median(w, "official", form), _median(w, "ours", "mrtr"))
         out.append(Target(f"{label} >= {at_least:g}x faster", f"{r:.2f}x", r >= at_least))
 
-    speedup("inproc_mrtr_flow", "mcpserver", 10, "in-process MRTR flow vs MCPServer")
+    speedup("inproc_mrtr_flow", "mcpserver", 20, "in-process MRTR flow vs MCPServer")
     speedup("inproc_mrtr_flow", "lowlevel", 3, "in-process MRTR flow vs low-level")
     speedup("http_mrtr_flow", "mcpserver", 10, "HTTP MRTR flow vs MCPServer")
     speedup("http_mrtr_flow", "lowlevel", 10, "HTTP MRTR flow vs low-level")
@@ -701,6 +788,9 @@ def check_targets(results: Mapping[str, Workload]) -> list[Target]:
             out.append(Target(f"concurrency: >= 5x {name}'s flows/s", f"{r:.2f}x", r >= 5))
         r = _ratio(our["p99_s"], our["p50_s"])
         out.append(Target("concurrency: ours p99 < 4x p50", f"{r:.2f}x", r < 4))
+    from benchmarks import xproc_report
+
+    out += [Target(t.target, t.measured, t.met) for t in xproc_report.check(results)]
     return out
 
 
@@ -852,9 +942,45 @@ def package_shares(stats: pstats.Stats) -> dict[str, float]:
     return {k: v / total for k, v in sorted(shares.items(), key=lambda kv: -kv[1])}
 
 
+def profile_cross_process(what: str, seconds: float, top: int, dump: str | None) -> None:
+    """Profile our server (its own process) and our client (this one) separately while the
+    client runs `what` (`plain` calls or MRTR `flow`s) against the server over loopback."""
+    import tempfile
+
+    from benchmarks import harness, xproc
+
+    client = cProfile.Profile()
+    with tempfile.TemporaryDirectory() as tmp:
+        server_stats = dump or str(Path(tmp) / "server.prof")
+        ops, elapsed = harness.run(
+            lambda: xproc.profile_cross_process(what, seconds, server_stats, client)
+        )
+        print(
+            f"our cross-process {what}: {ops} ops in {elapsed:.1f} s, "
+            f"{elapsed / max(ops, 1) * 1e6:.1f} us/op (both sides under cProfile)"
+        )
+        for label, stats in (
+            ("server process", pstats.Stats(server_stats)),
+            ("client process", pstats.Stats(client)),
+        ):
+            text = io.StringIO()
+            stats.stream = text  # type: ignore[attr-defined]
+            shares = package_shares(stats)
+            print(
+                f"\n== {label}: time by package: "
+                + ", ".join(f"{k} {v:.0%}" for k, v in shares.items())
+            )
+            stats.strip_dirs().sort_stats("tottime").print_stats(top)
+            print(text.getvalue())
+
+
 def profile(kind: str, seconds: float, top: int, use_cprofile: bool, dump: str | None) -> None:
     """Profile one of our flows (`inproc`, `http` or `legacy`) and print where the time goes."""
     from benchmarks import harness
+
+    if kind in ("xplain", "xflow"):
+        profile_cross_process(kind[1:], seconds, top, dump)
+        return
 
     profiler = cProfile.Profile() if use_cprofile else None
     flows, elapsed = harness.run(lambda: _spin(kind, seconds, profiler))
@@ -895,6 +1021,13 @@ async def run_all(s: Settings, which: Sequence[str]) -> dict[str, Workload]:
         steps.append(("growth", lambda: run_growth(s)))
     if "concurrency" in which:
         steps.append(("concurrency", lambda: run_concurrency(s)))
+    x = xsettings(s)
+    if "xproc" in which:
+        steps.append(("cross-process HTTP, 2026-07-28 clients", lambda: run_xproc(x)))
+    if "xlegacy" in which:
+        steps.append(("cross-process HTTP, 2025-11-25 clients", lambda: run_xlegacy(x)))
+    if "inspector" in which:
+        steps.append(("MCP Inspector --load", lambda: run_inspector(x)))
     for i, (label, step) in enumerate(steps, 1):
         started = time.perf_counter()
         print(f"[{i}/{len(steps)}] {label} ...", end="", file=sys.stderr, flush=True)
@@ -940,6 +1073,15 @@ def report(results: Mapping[str, Workload], info: Mapping[str, Any], s: Settings
                     f"concurrency {side}/{variant}: {r['flows']} flows in {r['duration_s']:.1f} s, "
                     f"{r['errors']} errors, flows/s per segment {segments}"
                 )
+    from benchmarks import xproc_report
+
+    for block in (
+        xproc_report.format_modern(results),
+        xproc_report.format_legacy(results),
+        xproc_report.format_inspector(results),
+    ):
+        if block:
+            lines += ["", block]
     targets = check_targets(results)
     if targets:
         lines += ["", "targets:", format_targets(targets)]
@@ -963,9 +1105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--profile",
-        choices=("inproc", "http", "legacy"),
-        help="profile one of our flows (legacy: the legacy-session elicitation flow over HTTP) "
-        "instead of comparing",
+        choices=("inproc", "http", "legacy", "xplain", "xflow"),
+        help="profile one of our flows (legacy: the legacy-session elicitation flow over HTTP; "
+        "xplain / xflow: plain calls / MRTR flows with the server in its own process, each "
+        "side profiled separately) instead of comparing",
     )
     parser.add_argument("--profile-seconds", type=float, default=5.0)
     parser.add_argument("--profile-top", type=int, default=30)
@@ -1000,6 +1143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.no_gc_freeze:
         s = replace(s, gc_freeze=False)
     which = tuple(args.only or WORKLOADS)
+    if "inspector" in which:
+        from benchmarks import xproc
+
+        xproc.ensure_inspector(not args.no_install)
 
     info = machine()
     started = time.perf_counter()
