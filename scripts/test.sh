@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Installs everything the tests need, then runs them all: lint, types, unit and integration
-# tests (pytest), and the official MCP conformance suite. Run from anywhere: bash scripts/test.sh
+# Installs everything the tests need, then runs them all: lint, types, the documentation build,
+# unit and integration tests (pytest), and the official MCP conformance suite.
+# Run from anywhere: bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 
-echo "== install (editable, with dev extras, and the official SDK the benchmark compares with)"
-"$PYTHON" -m pip install --quiet --disable-pip-version-check -e ".[dev]" -r benchmarks/requirements.txt
+echo "== install (editable, with dev and docs extras, and the official SDK the benchmark compares with)"
+"$PYTHON" -m pip install --quiet --disable-pip-version-check -e ".[dev,docs]" -r benchmarks/requirements.txt
 
 echo "== services the tests start (redis-server, haproxy)"
 # Debian puts haproxy in /usr/sbin, which a non-root PATH may lack: look there too.
@@ -25,11 +26,24 @@ if ((${#missing[@]})); then
 fi
 
 echo "== ruff"
-"$PYTHON" -m ruff check src tests conformance benchmarks
-"$PYTHON" -m ruff format --check src tests conformance benchmarks
+"$PYTHON" -m ruff check src tests conformance benchmarks examples
+"$PYTHON" -m ruff format --check src tests conformance benchmarks examples
 
 echo "== mypy (strict, src/mrtr)"
 "$PYTHON" -m mypy
+
+echo "== docs (mkdocs build --strict: a broken link, include or reference fails)"
+# A pinned Mermaid from the npm registry, so that the built site draws its diagrams offline.
+MERMAID_VERSION=11.12.0
+MERMAID_JS=.cache/docs/node_modules/mermaid/dist/mermaid.min.js
+if [[ ! -f "$MERMAID_JS" ]] && command -v npm >/dev/null; then
+    npm install --prefix .cache/docs --save-exact --no-audit --no-fund --loglevel=error \
+        "mermaid@$MERMAID_VERSION" || echo "Mermaid not installed: the site loads it from its CDN" >&2
+fi
+if [[ -f "$MERMAID_JS" ]]; then
+    mkdir -p docs/assets/javascripts && cp "$MERMAID_JS" docs/assets/javascripts/mermaid.min.js
+fi
+NO_MKDOCS_2_WARNING=1 "$PYTHON" -m mkdocs build --strict --quiet
 
 echo "== pytest"
 "$PYTHON" -m pytest -q
