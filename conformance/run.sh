@@ -8,8 +8,9 @@
 # Server leg: starts `python conformance/server.py --port P` (Streamable HTTP at
 # http://127.0.0.1:P/mcp) and runs `conformance server --requirements 2026-07-28`,
 # then `--requirements 2025-11-25` against the same process (legacy sessions).
-# Client leg: runs every non-auth client scenario of the 2026-07-28 requirement
-# set, then of the 2025-11-25 one (a legacy, initialize-based server), with
+# Client leg: runs every client scenario (authorization included) of the 2026-07-28
+# requirement set, then of the 2025-11-25 one (a legacy, initialize-based server), then
+# the 2025-03-26 authorization back-compat ones and the authorization extensions, with
 # `python conformance/client.py <server-url>`; the suite passes the scenario name
 # in MCP_CONFORMANCE_SCENARIO, the revision in MCP_CONFORMANCE_PROTOCOL_VERSION
 # (and scenario data, when it has any, as JSON in MCP_CONFORMANCE_CONTEXT).
@@ -48,9 +49,16 @@ readonly EXPECTED="conformance/expected-failures.yml"
 readonly LEGACY_REVISION="2025-11-25"
 # Unscored scenarios this SDK passes and must keep passing: counted like scored ones, so a
 # regression fails the run. (Server scenarios by requirement set; client ones run forced.)
-readonly HELD_SERVER_2026_07_28="json-schema-2020-12 http-header-validation http-custom-header-server-validation"
+# The tasks extension (io.modelcontextprotocol/tasks): every scenario of it, held.
+readonly HELD_SERVER_TASKS="tasks-lifecycle tasks-capability-negotiation tasks-wire-fields tasks-request-state-removal tasks-mrtr-input tasks-request-headers tasks-dispatch-and-envelope tasks-status-notifications tasks-required-task-error tasks-mrtr-composition"
+readonly HELD_SERVER_2026_07_28="json-schema-2020-12 http-header-validation http-custom-header-server-validation $HELD_SERVER_TASKS"
 readonly HELD_SERVER_2025_11_25="server-session-lifecycle json-schema-2020-12 server-sse-polling"
 readonly HELD_CLIENT="json-schema-2020-12-preservation"
+# Client authorization scenarios outside both requirement sets: the 2025-03-26 back-compat
+# ones (run at that revision) and the authorization extensions (held, run at $REVISION).
+readonly BACKCOMPAT_REVISION="2025-03-26"
+readonly CLIENT_2025_03_26="auth/2025-03-26-oauth-metadata-backcompat auth/2025-03-26-oauth-endpoint-fallback"
+readonly HELD_CLIENT_AUTH_EXTENSIONS="auth/client-credentials-jwt auth/client-credentials-basic auth/enterprise-managed-authorization auth/dpop auth/dpop-nonce auth/wif-jwt-bearer"
 
 PYTHON="${PYTHON:-python3}"
 SERVER_SCRIPT="${CONFORMANCE_SERVER:-conformance/server.py}"
@@ -208,13 +216,14 @@ run_server_leg() {
   return "$rc"
 }
 
-# Non-auth client scenarios of a requirement set (default: $REVISION), read from
-# the suite's own listing so a new pinned version brings its new scenarios along.
+# Client scenarios of a requirement set (default: $REVISION), authorization ones
+# included, read from the suite's own listing so a new pinned version brings its new
+# scenarios along.
 client_scenarios() {
   suite list --requirements "${1:-$REVISION}" | awk '
     /^Client scenarios/ { inside = 1; next }
     inside && /^[[:space:]]*$/ { exit }
-    inside && /^[[:space:]]*- / { sub(/^[[:space:]]*- /, ""); if ($0 !~ /^auth\//) print }
+    inside && /^[[:space:]]*- / { sub(/^[[:space:]]*- /, ""); print }
   '
 }
 
@@ -224,21 +233,28 @@ in_baseline() {
 }
 
 # Both requirement sets: the current one, and the last initialize-based one, whose
-# scenario servers are legacy (sessions, server-to-client requests, resumable SSE).
-# Results of both go to one directory and are summed as the client leg.
+# scenario servers are legacy (sessions, server-to-client requests, resumable SSE); then
+# the 2025-03-26 authorization back-compat scenarios. Results all go to one directory and
+# are summed as the client leg.
 run_client_leg() {
   local scenarios=() scenario revision rc failed=0
   mkdir -p "$RESULTS/client"
-  local held
+  local held extensions
   read -r -a held <<<"$HELD_CLIENT"
-  for revision in "$REVISION" "$LEGACY_REVISION"; do
-    mapfile -t scenarios < <(client_scenarios "$revision")
-    ((${#scenarios[@]} > 0)) || die "found no client scenarios for $revision in the suite listing"
-    scenarios+=("${held[@]}")
+  read -r -a extensions <<<"$HELD_CLIENT_AUTH_EXTENSIONS"
+  for revision in "$REVISION" "$LEGACY_REVISION" "$BACKCOMPAT_REVISION"; do
+    if [[ "$revision" == "$BACKCOMPAT_REVISION" ]]; then
+      read -r -a scenarios <<<"$CLIENT_2025_03_26"
+    else
+      mapfile -t scenarios < <(client_scenarios "$revision")
+      ((${#scenarios[@]} > 0)) || die "found no client scenarios for $revision in the suite listing"
+      scenarios+=("${held[@]}")
+    fi
+    [[ "$revision" != "$REVISION" ]] || scenarios+=("${extensions[@]}")
     log "client leg ($revision): ${#scenarios[@]} scenarios: ${scenarios[*]}"
     for scenario in "${scenarios[@]}"; do
       log "client scenario $scenario ($revision)"
-      local scenario_log="$RESULTS/client-$revision-$scenario.log"
+      local scenario_log="$RESULTS/client-$revision-${scenario//\//-}.log"
       rc=0
       # The suite splits --command on spaces and appends the scenario server's
       # URL, so neither the interpreter nor the script path may contain spaces.
@@ -316,8 +332,9 @@ for leg, folder, requirements, held, status in legs:
             per_check.setdefault(scenario, set()).add(check)
     passed = failed = skipped = 0
     problems = []
-    for checks_file in sorted(leg_dir.glob("*/checks.json")) if leg_dir.is_dir() else []:
-        name = checks_file.parent.name
+    # An `auth/...` scenario's results sit one folder deeper (the suite names them by path).
+    for checks_file in sorted(leg_dir.rglob("checks.json")) if leg_dir.is_dir() else []:
+        name = checks_file.parent.relative_to(leg_dir).as_posix()
         name = re.sub(r"-\d{4}-\d{2}-\d{2}T[\d-]+Z$", "", name)
         if leg == "server":
             name = name.removeprefix("server-")

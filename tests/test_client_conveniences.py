@@ -377,16 +377,6 @@ async def test_a_server_failing_a_group_call_leaves_the_others_working() -> None
     assert result.data == 5
 
 
-async def test_the_readme_example_runs() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Client conveniences\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    namespace: dict[str, Any] = {"__name__": "readme"}
-    for block in blocks:
-        exec(compile(block, "README.md", "exec"), namespace)
-    await namespace["typed_results"]()
-
-
 def test_without_jsonschema_the_required_properties_are_checked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -52,8 +52,12 @@ from mrtr.protocol.errors import (
     NO_INPUT_HANDLER,
     REQUEST_TIMEOUT,
 )
+from mrtr.protocol.tasks import EXTENSION_ID as TASKS_EXTENSION
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
 from mrtr_flows import Answers
+
+#: What every request declares besides its handlers: the tasks extension (on by default).
+TASKS = {"extensions": {TASKS_EXTENSION: {}}}
 
 GUARD = 10.0  # seconds; only ever reached when a test is failing
 
@@ -95,6 +99,7 @@ async def test_constructor_handlers_are_declared_on_every_request() -> None:
             "elicitation": {"form": {}, "url": {}},
             "sampling": {},
             "roots": {},
+            **TASKS,
         }
         assert meta[meta_keys.PROTOCOL_VERSION] == LATEST_PROTOCOL_VERSION
         assert meta[meta_keys.CLIENT_INFO]["name"]
@@ -120,11 +125,11 @@ async def test_set_handler_methods_declare_capabilities() -> None:
         client.set_elicitation_handler(accept_ok, modes=("url",))
         await list_and_record()
     assert declared == [
-        {},
-        {"elicitation": {"form": {}}},
-        {"elicitation": {"form": {}}, "sampling": {}},
-        {"elicitation": {"form": {}}, "sampling": {}, "roots": {}},
-        {"elicitation": {"url": {}}, "sampling": {}, "roots": {}},
+        {**TASKS},
+        {"elicitation": {"form": {}}, **TASKS},
+        {"elicitation": {"form": {}}, "sampling": {}, **TASKS},
+        {"elicitation": {"form": {}}, "sampling": {}, "roots": {}, **TASKS},
+        {"elicitation": {"url": {}}, "sampling": {}, "roots": {}, **TASKS},
     ]
 
 
@@ -133,7 +138,7 @@ def test_unknown_elicitation_modes_are_refused(modes: tuple[str, ...]) -> None:
     client = Client(FakeServer())
     with pytest.raises(ValueError, match="elicitation modes"):
         client.set_elicitation_handler(accept_ok, modes=modes)
-    assert client.capabilities == {}
+    assert client.capabilities == TASKS
 
 
 # --- dispatch ----------------------------------------------------------------------------------
@@ -673,4 +678,4 @@ async def test_capabilities_can_be_declared_without_handlers_for_manual_driving(
     async with client:
         await client.call_tool("t", {})
     declared = fake.requests[0].params["_meta"][meta_keys.CLIENT_CAPABILITIES]
-    assert declared == {"elicitation": {"form": {}}, "roots": {}}
+    assert declared == {"elicitation": {"form": {}}, "roots": {}, **TASKS}

@@ -406,9 +406,9 @@ async def test_infinite_ttl_states_never_expire() -> None:
     assert verify_request_state(RequestStateKeyRing(KEY), binding, token, now=later).data
 
 
-def test_readme_example_secret_is_read_from_the_environment() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    code = "\n".join(re.findall(r"```python\n(.*?)```", readme, re.S))
+def test_documented_secret_is_read_from_the_environment() -> None:
+    page = Path(__file__).resolve().parents[1] / "docs" / "concepts" / "request-state-security.md"
+    code = "\n".join(re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S))
     assert not re.search(r"request_state_key=\s*\[?\s*b?[\"']", code)
     assert "os.environ" in code
 

@@ -31,6 +31,7 @@ from mrtr import (
 )
 from mrtr.protocol import errors
 from mrtr.protocol import meta as meta_keys
+from mrtr.protocol.tasks import EXTENSION_ID as TASKS_EXTENSION
 from mrtr.transport.base import NotificationHandler
 from mrtr.transport.memory import MemoryTransport
 
@@ -255,7 +256,7 @@ async def test_request_context_is_injected_under_any_name_and_kept_out_of_the_sc
         assert ctx.method == "tools/call"
         assert ctx.protocol_version == "2026-07-28"
         assert ctx.client_info == {"name": "mrtr-client", "version": "0.1.0"}
-        assert ctx.client_capabilities == {}
+        assert ctx.client_capabilities == {"extensions": {TASKS_EXTENSION: {}}}
 
 
 # --- tools: results ----------------------------------------------------------------------------
@@ -895,7 +896,7 @@ async def test_client_sends_the_required_meta_on_every_request() -> None:
     for message in transport.requests:
         meta = message["params"]["_meta"]
         assert meta[meta_keys.PROTOCOL_VERSION] == "2026-07-28"
-        assert meta[meta_keys.CLIENT_CAPABILITIES] == {}
+        assert meta[meta_keys.CLIENT_CAPABILITIES] == {"extensions": {TASKS_EXTENSION: {}}}
         assert meta[meta_keys.CLIENT_INFO] == {"name": "mrtr-client", "version": "0.1.0"}
     assert len({m["id"] for m in transport.requests}) == len(transport.requests)
 

@@ -13,6 +13,8 @@ from .client import (
     RoundInfo,
     Subscription,
 )
+from .client.options import TaskOptions
+from .client.tasks import TaskHandle
 from .inputs import (
     InputRequest,
     InputRequests,
@@ -31,6 +33,7 @@ from .inputs import (
 )
 from .protocol import errors
 from .protocol.errors import McpError
+from .protocol.tasks import DetailedTask
 from .protocol.types import (
     Annotations,
     AudioContent,
@@ -81,20 +84,25 @@ from .protocol.versions import (
     SUPPORTED_PROTOCOL_VERSIONS,
 )
 from .server import RequestContext, Server, ServerOptions
+from .server.auth import AccessToken, AuthSettings, TokenVerifier
 from .server.content import Audio, File, Image
 from .server.lifespan import LifespanError, State
 from .server.session import LegacySession
+from .server.tasks import TaskSettings
 from .server.tool_error import ToolError
 
 __version__ = "0.1.0"
+"""The version of this package."""
 
 __all__ = [
     "LATEST_PROTOCOL_VERSION",
     "LEGACY_PROTOCOL_VERSIONS",
     "SUPPORTED_PROTOCOL_VERSIONS",
+    "AccessToken",
     "Annotations",
     "Audio",
     "AudioContent",
+    "AuthSettings",
     "BlobResourceContents",
     "CallToolResult",
     "Change",
@@ -107,6 +115,7 @@ __all__ = [
     "ContentBlock",
     "CreateMessageRequestParams",
     "CreateMessageResult",
+    "DetailedTask",
     "DiscoverResult",
     "ElicitRequestFormParams",
     "ElicitRequestParams",
@@ -151,8 +160,12 @@ __all__ = [
     "ServerOptions",
     "State",
     "Subscription",
+    "TaskHandle",
+    "TaskOptions",
+    "TaskSettings",
     "TextContent",
     "TextResourceContents",
+    "TokenVerifier",
     "Tool",
     "ToolAnnotations",
     "ToolError",

@@ -45,6 +45,7 @@ class InputRequest(McpModel):
 
 
 InputRequests = dict[str, InputRequest]
+"""The `inputRequests` of an `InputRequiredResult`: each key names one question."""
 
 
 class InputRequiredResult(McpModel):

@@ -20,7 +20,7 @@ import inspect
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -48,6 +48,8 @@ from ..protocol.errors import (
     UNSUPPORTED_PROTOCOL_VERSION,
     McpError,
 )
+from ..protocol.tasks import EXTENSION_ID as TASKS_EXTENSION
+from ..protocol.tasks import RESULT_TYPE_TASK
 from ..protocol.types import (
     CallToolResult,
     CompleteResult,
@@ -87,11 +89,21 @@ from .legacy import (
 from .options import ClientOptions, RoundInfo
 from .pagination import DEFAULT_MAX_PAGES, pages
 from .subscription import ACKNOWLEDGED, Subscription, run_stream
+from .tasks import (
+    TaskChannel,
+    TaskCreated,
+    TaskHandle,
+    TaskStatusCallback,
+    drive,
+    keep_task,
+    read_task,
+)
 from .tool_output import KnownOutput, first_problem, known_output, read_output
 
 if TYPE_CHECKING:
     from ..server.server import Server
     from ..transport.base import ClientTransport
+    from .auth.oauth import OAuth
     from .config import ConfigSource, ServerConfig
 
 logger = logging.getLogger("mrtr.client")
@@ -99,6 +111,8 @@ logger = logging.getLogger("mrtr.client")
 R = TypeVar("R", bound=BaseModel)
 ProgressCallback = Callable[[float, float | None, str | None], Any]
 LogHandler = Callable[[dict[str, Any]], Any]
+#: What `_loop` does with a `CreateTaskResult`: returns the final result's raw object.
+TaskHook = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 _DISCOVER = "server/discover"
 #: Session-wide notifications of a legacy server that `client.listen` blocks receive.
@@ -224,17 +238,22 @@ class Client:
         headers: Mapping[str, str] | None = None,
         timeout: float = 600.0,
         connect_attempts: int = 3,
+        auth: OAuth | None = None,
         **kwargs: Any,
     ) -> Client:
         """A client for a Streamable HTTP endpoint (`http://host:port/mcp`).
 
         `connect_attempts`: how many times a request whose connection is refused (so nothing
-        was sent) is tried, with a short backoff, before it fails.
+        was sent) is tried, with a short backoff, before it fails. `auth`: authorization for a
+        protected server (`mrtr.client.auth.OAuth`; default: `options.auth`).
         """
         from ..transport.http_client import HTTPTransport
 
+        options = kwargs.get("options")
+        if auth is None and options is not None:
+            auth = options.auth
         transport = HTTPTransport(
-            url, headers=headers, timeout=timeout, connect_attempts=connect_attempts
+            url, headers=headers, timeout=timeout, connect_attempts=connect_attempts, auth=auth
         )
         return cls(transport, **kwargs)
 
@@ -348,8 +367,16 @@ class Client:
     def capabilities(self) -> dict[str, Any]:
         """The `clientCapabilities` sent on every request: those the registered handlers
         declare, over the `capabilities=` given at construction (which is how an application
-        that answers input requests itself, with `auto_fulfill=False`, declares what it can)."""
-        return {**self._extra_capabilities, **self._inputs.capabilities(legacy=False)}
+        that answers input requests itself, with `auto_fulfill=False`, declares what it can),
+        and the tasks extension unless `ClientOptions.tasks.enabled` is False."""
+        caps = {**self._extra_capabilities, **self._inputs.capabilities(legacy=False)}
+        if self.options.tasks.enabled:
+            extensions = caps.get("extensions")
+            caps["extensions"] = {
+                TASKS_EXTENSION: {},
+                **(extensions if isinstance(extensions, dict) else {}),
+            }
+        return caps
 
     @property
     def era(self) -> Era | None:
@@ -687,9 +714,14 @@ class Client:
         garbage = asyncio.ensure_future(noise.wait()) if noise is not None else None
         if garbage is not None:
             waiters.add(garbage)
+        # An authorization flow (which may wait for a person to sign in) runs inside the
+        # probe's exchange on a protected server: its silence says nothing about the era.
+        authorizing = getattr(self.transport, "auth", None) is not None
         try:
             done, _ = await asyncio.wait(
-                waiters, timeout=self.options.probe_timeout, return_when=asyncio.FIRST_COMPLETED
+                waiters,
+                timeout=None if authorizing else self.options.probe_timeout,
+                return_when=asyncio.FIRST_COMPLETED,
             )
         finally:
             for waiter in waiters:
@@ -908,6 +940,7 @@ class Client:
         progress_callback: ProgressCallback | None = None,
         meta: Mapping[str, Any] | None = None,
         output_type: Any = None,
+        on_task_status: TaskStatusCallback | None = None,
     ) -> CallToolResult:
         """Call a tool and return its final result, answering the server's questions.
 
@@ -916,6 +949,10 @@ class Client:
         `output_type` (a pydantic model, dataclass, `list[int]`...) when given, unwrapped from
         `{"result": ...}` when the schema wraps a non-object. Content that does not fit is
         `McpError(PROTOCOL_VIOLATION)`.
+
+        When the server runs the call as a task, the task is driven to its end here (polled,
+        its input requests answered by the same handlers, cancelled if this call is) and
+        `on_task_status` is told of each new status; see `mrtr.client.tasks`.
         """
         params: dict[str, Any] = {"name": name}
         if arguments is not None:
@@ -929,9 +966,84 @@ class Client:
             request_state,
             progress_callback,
             meta,
+            self._task_driver(on_task_status) if self.options.tasks.enabled else None,
         )
         known = self._tool_outputs.get(name) if self._tool_outputs else None
         if known is not None or output_type is not None:
+            read_output(name, result, known, output_type)
+        return result
+
+    async def call_tool_as_task(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        output_type: Any = None,
+    ) -> TaskHandle:
+        """Call a tool and return a `TaskHandle` as soon as the server answered: the task it
+        runs the call as (persist `handle.task_id` to resume with `task(...)`), or, when it
+        answered at once, a handle whose `result()` is that answer and `task_id` None.
+
+        Questions the server asks before it creates the task (MRTR rounds) are answered here;
+        those of the task itself when `result()` waits for it.
+        """
+        params: dict[str, Any] = {"name": name}
+        if arguments is not None:
+            params["arguments"] = dict(arguments)
+        channel = self._task_channel()
+        try:
+            result = await self._mrtr(
+                "tools/call",
+                name,
+                params,
+                CallToolResult,
+                None,
+                None,
+                None,
+                meta,
+                keep_task if self.options.tasks.enabled else None,
+            )
+        except TaskCreated as created:
+            seed = read_task("tools/call", created.created, seed=True)
+            return TaskHandle(channel, seed.task_id, seed=seed, tool=name, output_type=output_type)
+        return TaskHandle(
+            channel, None, result=self._finish_tool(name, result, output_type), tool=name
+        )
+
+    def task(self, task_id: str, *, tool: str | None = None, output_type: Any = None) -> TaskHandle:
+        """A handle on a task created earlier, by this client or another one (even in another
+        process): nothing is sent until it is used. `tool` (the tool's name) lets `result()`
+        check the output against that tool's `outputSchema` from `tools/list`."""
+        if not isinstance(task_id, str) or not task_id:
+            raise ValueError(f"task_id must be a non-empty string, not {task_id!r}")
+        return TaskHandle(self._task_channel(), task_id, tool=tool, output_type=output_type)
+
+    def _task_driver(self, on_status: TaskStatusCallback | None) -> TaskHook:
+        async def hook(created: dict[str, Any]) -> dict[str, Any]:
+            return await drive(self._task_channel(), created, on_status)
+
+        return hook
+
+    def _task_channel(self) -> TaskChannel:
+        return TaskChannel(
+            request=self.request,
+            resolve=self._resolve,
+            streams=lambda: self._open_stream if self._era == MODERN else None,
+            options=self.options.tasks,
+            input_config=self.options.input_required,
+            finish=self._finish_tool,
+            notify=self._on_notification,
+        )
+
+    def _finish_tool(
+        self, name: str | None, result: CallToolResult | dict[str, Any], output_type: Any
+    ) -> CallToolResult:
+        """A tool's final result, parsed, with `data` set up to read its output."""
+        if isinstance(result, dict):
+            result = _parse_result("tools/call", CallToolResult, result)
+        known = self._tool_outputs.get(name) if name is not None else None
+        if name is not None and (known is not None or output_type is not None):
             read_output(name, result, known, output_type)
         return result
 
@@ -989,6 +1101,7 @@ class Client:
         state: str | None,
         progress: ProgressCallback | None,
         meta: Mapping[str, Any] | None,
+        task: TaskHook | None = None,
     ) -> R:
         config = self.options.input_required
         token: str | None = None
@@ -1000,9 +1113,9 @@ class Client:
         position = _FlowPosition(state, dict(responses) if responses else None)
         try:
             if budget <= 0:
-                return await self._loop(method, target, params, model, position, meta)
+                return await self._loop(method, target, params, model, position, meta, task)
             with Deadline(budget):
-                return await self._loop(method, target, params, model, position, meta)
+                return await self._loop(method, target, params, model, position, meta, task)
         except TimeoutError:
             raise position.mark(
                 McpError(
@@ -1026,6 +1139,7 @@ class Client:
         model: type[R],
         position: _FlowPosition,
         meta: Mapping[str, Any] | None,
+        task: TaskHook | None = None,
     ) -> R:
         config = self.options.input_required
         # The flow keeps the version it started with: its requestState is bound to it, so a
@@ -1046,6 +1160,8 @@ class Client:
             kind = result.get("resultType", "complete")
             if kind == "complete":
                 return _parse_result(method, model, result)
+            if kind == RESULT_TYPE_TASK and task is not None:
+                return _parse_result(method, model, await task(result))
             if kind != INPUT_REQUIRED:
                 raise McpError(
                     PROTOCOL_VIOLATION, f"{method}: the server sent an unknown resultType {kind!r}"
@@ -1181,8 +1297,19 @@ class Client:
             wanted["resourcesListChanged"] = True
         if resource_uris:
             wanted["resourceSubscriptions"] = list(resource_uris)
+        async with self._open_stream(wanted, Subscription(), timeout) as subscription:
+            yield subscription
+
+    @contextlib.asynccontextmanager
+    async def _open_stream(
+        self,
+        wanted: dict[str, Any],
+        subscription: Subscription,
+        timeout: float,  # noqa: ASYNC109 - bounds the wait for the acknowledgement only
+    ) -> AsyncIterator[Subscription]:
+        """A modern `subscriptions/listen` stream asking for `wanted`, feeding `subscription`,
+        open once acknowledged; leaving the block cancels it."""
         request_id = next(self._ids)
-        subscription = Subscription()
         self._subscriptions[request_id] = subscription
 
         async def stream() -> dict[str, Any]:

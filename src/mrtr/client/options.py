@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+if TYPE_CHECKING:
+    from .auth.oauth import OAuth
 
 #: Which protocol era a client speaks: find out (`auto`), or insist on one.
 Protocol = Literal["auto", "modern", "legacy"]
@@ -51,6 +54,47 @@ class RoundInfo:
     elapsed: float
 
 
+@dataclass(frozen=True, slots=True)
+class TaskOptions:
+    """How the client takes part in the tasks extension (`io.modelcontextprotocol/tasks`).
+
+    `enabled`: declare the extension on every 2026-07-28 request, so a server may answer a
+    `tools/call` with a task, which `call_tool` then drives to its result. On by default: the
+    spec lets a server answer either way once it is declared, and every task ends in the
+    same `CallToolResult` a plain call returns, so nothing changes for the caller but that a
+    long tool no longer needs a long-held request.
+    `notifications`: ask for `notifications/tasks` on a `subscriptions/listen` stream while
+    waiting, and poll only as a backstop.
+    `min_poll_interval`: seconds between polls at least, whatever `pollIntervalMs` says.
+    `max_poll_interval`: seconds between polls at most, whatever `pollIntervalMs` says.
+    `default_poll_interval`: seconds between polls when the server suggests none.
+    `backstop_interval`: seconds between backstop polls while notifications come (sooner
+    when the task's TTL runs out first).
+    `max_poll_failures`: consecutive `tasks/get` failures (a timeout, a dropped connection,
+    -32603) tolerated before giving up.
+    `ttl_grace`: seconds past the task's `createdAt + ttlMs` the client keeps waiting for a
+    task that does not end before it gives up (`TASK_EXPIRED`).
+    """
+
+    enabled: bool = True
+    notifications: bool = True
+    min_poll_interval: float = 0.05
+    max_poll_interval: float = 30.0
+    default_poll_interval: float = 1.0
+    backstop_interval: float = 5.0
+    max_poll_failures: int = 3
+    ttl_grace: float = 5.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_poll_interval <= self.max_poll_interval:
+            raise ValueError(
+                "min_poll_interval must be positive and at most max_poll_interval, not "
+                f"{self.min_poll_interval!r} (max {self.max_poll_interval!r})"
+            )
+        if self.max_poll_failures < 1:
+            raise ValueError(f"max_poll_failures must be at least 1, not {self.max_poll_failures}")
+
+
 _Config = InputRequiredConfig  # the options class re-exports it under the seed's nested name
 
 
@@ -58,10 +102,18 @@ _Config = InputRequiredConfig  # the options class re-exports it under the seed'
 class ClientOptions:
     """Client options; `on_round` is called after each input-required round is answered.
 
+    `input_required`: how the client drives MRTR (`InputRequiredConfig`: answer automatically
+    or not, the limits on rounds, questions and time).
+    `on_round`: called with a `RoundInfo` after each input-required round is answered.
+    `request_timeout`: seconds to wait for the answer to one request before it is cancelled
+    and fails with `REQUEST_TIMEOUT` (0: no limit); `request(..., timeout=)` overrides it.
     `protocol`: `"auto"` (the default) finds out whether the server speaks 2026-07-28 or an
     `initialize`-based revision and speaks the same; `"modern"` and `"legacy"` insist on one.
     `probe_timeout`: seconds a stdio server has to answer the `server/discover` probe before
     it is taken for a legacy server that ignores unknown requests.
+    `tasks`: the tasks extension (see `TaskOptions`).
+    `auth`: authorization for HTTP servers (an `mrtr.client.auth.OAuth`), used by `Client.http`
+    when it is given none itself.
     """
 
     InputRequiredConfig: ClassVar[type[_Config]] = InputRequiredConfig
@@ -71,6 +123,8 @@ class ClientOptions:
     request_timeout: float = 600.0
     protocol: Protocol = "auto"
     probe_timeout: float = 2.0
+    tasks: TaskOptions = field(default_factory=TaskOptions)
+    auth: OAuth | None = None
 
     def __post_init__(self) -> None:
         if self.protocol not in _PROTOCOLS:

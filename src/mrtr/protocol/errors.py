@@ -26,6 +26,9 @@ MAX_INPUT_REQUESTS_EXCEEDED = -1007  # one round asked more than `max_input_requ
 NO_INPUT_HANDLER = -1008  # the server asked for input the client has no handler for
 RESPONSE_TOO_LARGE = -1009  # the peer's message is larger than the client accepts
 SESSION_EXPIRED = -1010  # the server no longer knows the legacy session (HTTP 404 with its id)
+AUTHORIZATION_FAILED = -1011  # the client could not obtain (or refused to use) an access token
+TASK_CANCELLED = -1021  # a task the client waited on reached `cancelled`
+TASK_EXPIRED = -1022  # a task outlived its ttlMs without ending (the client stopped waiting)
 
 #: Every code above that only this SDK's client raises, never a peer.
 LOCAL_CODES = frozenset(
@@ -40,6 +43,9 @@ LOCAL_CODES = frozenset(
         NO_INPUT_HANDLER,
         RESPONSE_TOO_LARGE,
         SESSION_EXPIRED,
+        AUTHORIZATION_FAILED,
+        TASK_CANCELLED,
+        TASK_EXPIRED,
     }
 )
 JSONRPC_RESERVED = range(-32768, -32000 + 1)  # codes the JSON-RPC spec reserves

@@ -6,10 +6,11 @@ a decode/encode round trip, and `to_wire()` drops unset optional fields instead 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 Role = Literal["user", "assistant"]
@@ -40,6 +41,9 @@ Meta = Annotated[dict[str, Any] | None, Field(alias="_meta")]
 
 
 class Icon(McpModel):
+    """An icon for a tool, prompt, resource or implementation: its `src` URI, MIME type, sizes
+    and theme."""
+
     src: str
     mime_type: str | None = None
     sizes: list[str] | None = None
@@ -58,12 +62,17 @@ class Implementation(McpModel):
 
 
 class Annotations(McpModel):
+    """Hints for the client about a content block or resource: who it is for, its priority,
+    when it last changed."""
+
     audience: list[Role] | None = None
     priority: float | None = None
     last_modified: str | None = None
 
 
 class TextResourceContents(McpModel):
+    """The contents of a text resource: its `uri`, `text` and MIME type."""
+
     uri: str
     text: str
     mime_type: str | None = None
@@ -71,6 +80,9 @@ class TextResourceContents(McpModel):
 
 
 class BlobResourceContents(McpModel):
+    """The contents of a binary resource: its `uri`, the bytes as base64 in `blob`, and MIME
+    type."""
+
     uri: str
     blob: str
     mime_type: str | None = None
@@ -81,6 +93,8 @@ ResourceContents = TextResourceContents | BlobResourceContents
 
 
 class TextContent(McpModel):
+    """A block of text in a tool result, prompt message or sampling message."""
+
     type: Literal["text"] = "text"
     text: str
     annotations: Annotations | None = None
@@ -88,6 +102,8 @@ class TextContent(McpModel):
 
 
 class ImageContent(McpModel):
+    """An image as base64 `data` with its `mime_type`."""
+
     type: Literal["image"] = "image"
     data: str
     mime_type: str
@@ -96,6 +112,8 @@ class ImageContent(McpModel):
 
 
 class AudioContent(McpModel):
+    """Audio as base64 `data` with its `mime_type`."""
+
     type: Literal["audio"] = "audio"
     data: str
     mime_type: str
@@ -104,6 +122,8 @@ class AudioContent(McpModel):
 
 
 class ResourceLink(McpModel):
+    """A link to a resource the client may read with `resources/read` (not its contents)."""
+
     type: Literal["resource_link"] = "resource_link"
     uri: str
     name: str
@@ -117,6 +137,8 @@ class ResourceLink(McpModel):
 
 
 class EmbeddedResource(McpModel):
+    """A resource's contents embedded in a tool result or prompt message."""
+
     type: Literal["resource"] = "resource"
     resource: TextResourceContents | BlobResourceContents
     annotations: Annotations | None = None
@@ -127,6 +149,8 @@ ContentBlock = Annotated[
     TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource,
     Field(discriminator="type"),
 ]
+"""A content block of a tool result or prompt message: text, image, audio, a resource link or an
+embedded resource, told apart by `type`."""
 
 
 class ToolUseContent(McpModel):
@@ -153,6 +177,9 @@ SamplingContent = Annotated[
 
 
 class ToolAnnotations(McpModel):
+    """Hints about a tool's behaviour (read-only, destructive, idempotent, open world);
+    untrusted."""
+
     title: str | None = None
     read_only_hint: bool | None = None
     destructive_hint: bool | None = None
@@ -174,6 +201,8 @@ class Tool(McpModel):
 
 
 class PromptArgument(McpModel):
+    """One argument a prompt takes: its name, description and whether it is required."""
+
     name: str
     title: str | None = None
     description: str | None = None
@@ -192,6 +221,8 @@ class Prompt(McpModel):
 
 
 class PromptMessage(McpModel):
+    """One message of a prompt: a `role` (`user` or `assistant`) and a content block."""
+
     role: Role
     content: ContentBlock
 
@@ -224,6 +255,8 @@ class ResourceTemplate(McpModel):
 
 
 class ClientCapabilities(McpModel):
+    """What a client can answer: elicitation, sampling, roots, and the extensions it speaks."""
+
     elicitation: dict[str, Any] | None = None
     sampling: dict[str, Any] | None = None
     roots: dict[str, Any] | None = None
@@ -232,6 +265,8 @@ class ClientCapabilities(McpModel):
 
 
 class ServerCapabilities(McpModel):
+    """What a server offers: tools, prompts, resources, logging, completions, extensions."""
+
     tools: dict[str, Any] | None = None
     prompts: dict[str, Any] | None = None
     resources: dict[str, Any] | None = None
@@ -260,32 +295,45 @@ class CacheableResult(Result):
 
 
 class DiscoverResult(CacheableResult):
+    """The result of `server/discover`: the versions a server speaks, its capabilities and
+    instructions."""
+
     supported_versions: list[str]
     capabilities: ServerCapabilities
     instructions: str | None = None
 
 
 class ListToolsResult(CacheableResult):
+    """One page of `tools/list`; `next_cursor` is set when there are more."""
+
     tools: list[Tool]
     next_cursor: str | None = None
 
 
 class ListPromptsResult(CacheableResult):
+    """One page of `prompts/list`; `next_cursor` is set when there are more."""
+
     prompts: list[Prompt]
     next_cursor: str | None = None
 
 
 class ListResourcesResult(CacheableResult):
+    """One page of `resources/list`; `next_cursor` is set when there are more."""
+
     resources: list[Resource]
     next_cursor: str | None = None
 
 
 class ListResourceTemplatesResult(CacheableResult):
+    """One page of `resources/templates/list`; `next_cursor` is set when there are more."""
+
     resource_templates: list[ResourceTemplate]
     next_cursor: str | None = None
 
 
 class ReadResourceResult(CacheableResult):
+    """The result of `resources/read`: the resource's contents (text or blob)."""
+
     contents: list[TextResourceContents | BlobResourceContents]
 
 
@@ -296,14 +344,16 @@ class CallToolResult(Result):
     as in the seed's manual style; it never goes on the wire as a field.
     """
 
+    # What `data` returns, set by the client that received the result: (value, reader), the
+    # reader computing the value when first read. Never on the wire, not compared. A plain
+    # slot, not pydantic private attributes: those cost every validation of a result (each
+    # tools/call answer) more than the rest of it together.
+    __slots__ = ("_output",)
+
     content: list[ContentBlock] = Field(default_factory=list)
     structured_content: Any = None
     is_error: bool | None = None
     input_required: Any = Field(default=None, exclude=True)
-    # Set by the client that received the result (see `data`); never on the wire.
-    _data: Any = PrivateAttr(default=None)
-    _data_known: bool = PrivateAttr(default=False)
-    _data_reader: Callable[[], Any] | None = PrivateAttr(default=None)
 
     @property
     def data(self) -> Any:
@@ -312,37 +362,56 @@ class CallToolResult(Result):
         the tool's `outputSchema` (from `tools/list`) when first read and unwrapped from
         `{"result": ...}` when the schema is that wrapper. None for an error result or one
         without structured content. Raises `McpError` when the output breaks the schema."""
-        if not self._data_known:
-            if self._data_reader is None:
-                return None if self.is_error else self.structured_content
-            self._data = self._data_reader()  # raises for output that breaks the schema
-            self._data_known, self._data_reader = True, None
-        return self._data
+        output: tuple[Any, Callable[[], Any] | None] | None = getattr(self, "_output", None)
+        if output is None:
+            return None if self.is_error else self.structured_content
+        value, reader = output
+        if reader is not None:
+            value = reader()  # raises for output that breaks the schema
+            object.__setattr__(self, "_output", (value, None))
+        return value
 
     def set_data(self, value: Any) -> None:
         """Record what `data` returns (the client does, once it has read the output)."""
-        self._data, self._data_known, self._data_reader = value, True, None
+        object.__setattr__(self, "_output", (value, None))
 
     def set_data_reader(self, reader: Callable[[], Any]) -> None:
         """Have `data` computed by `reader` when first read (the client's check of the
         output against the tool's schema, which costs nothing until it is wanted)."""
-        self._data_reader = reader
-        if self._data_known:  # one private write, not two, on the usual path
-            self._data_known = False
+        object.__setattr__(self, "_output", (None, reader))
+
+    def __copy__(self) -> CallToolResult:
+        copied = super().__copy__()
+        if (output := getattr(self, "_output", None)) is not None:
+            object.__setattr__(copied, "_output", output)
+        return copied
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> CallToolResult:
+        copied = super().__deepcopy__(memo)
+        if (output := getattr(self, "_output", None)) is not None:
+            value, reader = output
+            object.__setattr__(copied, "_output", (copy.deepcopy(value, memo), reader))
+        return copied
 
 
 class GetPromptResult(Result):
+    """The result of `prompts/get`: the prompt's messages, filled in with its arguments."""
+
     messages: list[PromptMessage]
     description: str | None = None
 
 
 class Completion(McpModel):
+    """Suggested values for an argument (`values`), with `total` and `has_more` when known."""
+
     values: list[str]
     total: int | None = None
     has_more: bool | None = None
 
 
 class CompleteResult(Result):
+    """The result of `completion/complete`: one `Completion`."""
+
     completion: Completion
 
 
@@ -532,6 +601,9 @@ class ModelHint(McpModel):
 
 
 class ModelPreferences(McpModel):
+    """What a server prefers in the model a client samples with: hints and cost, speed,
+    intelligence priorities."""
+
     hints: list[ModelHint] | None = None
     cost_priority: float | None = None
     speed_priority: float | None = None
@@ -539,6 +611,8 @@ class ModelPreferences(McpModel):
 
 
 class SamplingMessage(McpModel):
+    """One message of the conversation a sampling request asks the client's model to continue."""
+
     role: Role
     content: SamplingContent | list[SamplingContent]
     meta: Meta = None
@@ -581,6 +655,8 @@ class ListRootsRequestParams(McpModel):
 
 
 class Root(McpModel):
+    """A root the client offers: a `file://` URI and an optional name."""
+
     uri: str
     name: str | None = None
     meta: Meta = None

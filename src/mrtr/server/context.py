@@ -40,6 +40,7 @@ from ..protocol.types import (
     SamplingMessage,
     TextContent,
 )
+from .auth.principal import access_token_of
 from .live import LiveAsker, session_meta
 from .replay import (
     Batch,
@@ -51,9 +52,11 @@ from .replay import (
 from .worker_threads import check_on_loop
 
 if TYPE_CHECKING:
+    from .auth.token import AccessToken
     from .request_state import StateBinding, VerifiedState
     from .server import Server
     from .session import LegacySession
+    from .tasks.run import TaskRun
 
 T = TypeVar("T")
 M = TypeVar("M", bound=pydantic.BaseModel)
@@ -80,6 +83,7 @@ class RequestContext:
         "_input_responses",
         "_notify",
         "_progress",
+        "_task_run",
         "_verified",
         "meta",
         "method",
@@ -114,6 +118,8 @@ class RequestContext:
         self._progress: float | None = None
         # What `middleware.restore_round` verified before the middleware ran, if anything.
         self._verified: tuple[StateBinding, VerifiedState] | None = None
+        # The call's way to become a task (the tasks extension); None for every other call.
+        self._task_run: TaskRun | None = None
         self.meta: dict[str, Any]
         if session is None:
             meta = params.get("_meta")
@@ -135,6 +141,12 @@ class RequestContext:
         self._engine.state = state
 
     # --- what the request says -----------------------------------------------------------
+
+    @property
+    def auth(self) -> AccessToken | None:
+        """The caller's verified access token (`ServerOptions.auth`), or None: no auth
+        configured, or a transport without tokens (stdio, in memory)."""
+        return access_token_of(self.transport_info)
 
     @property
     def protocol_version(self) -> str | None:
@@ -268,6 +280,28 @@ class RequestContext:
         if message is not None:
             params["message"] = message
         await self._notify(jsonrpc.notification("notifications/progress", params))
+
+    # --- tasks (io.modelcontextprotocol/tasks) ----------------------------------------------
+
+    async def run_as_task(self) -> bool:
+        """Make this call a task now, if it can be one; whether it runs as a task.
+
+        True for a call of a tool registered with `task=` whose request declared the tasks
+        extension: the client gets a `CreateTaskResult` and the handler goes on as the task;
+        questions asked from here on reach the client through `tasks/get`. False otherwise
+        (the call goes on as an ordinary one). Questions asked before it went through MRTR.
+        """
+        run = self._task_run
+        if run is None:
+            return False
+        await run.begin()
+        return True
+
+    @property
+    def task_id(self) -> str | None:
+        """The id of the task this call runs as, or None."""
+        run = self._task_run
+        return run.task_id if run is not None else None
 
     # --- asking the client (MRTR) ----------------------------------------------------------
 

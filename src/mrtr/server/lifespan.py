@@ -53,6 +53,7 @@ STATE_MARKER = _StateMarker()
 #: `db: State[Database]` in a handler's signature receives what the lifespan yielded (the
 #: parameter is typed `Database` for the type checker, and stays out of the input schema).
 State = Annotated[T, STATE_MARKER]
+"""`State[T]`: a handler parameter that receives what the server's lifespan yielded, typed `T`."""
 
 
 def is_state_annotation(annotation: Any) -> bool:

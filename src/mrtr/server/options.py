@@ -18,6 +18,7 @@ from .store import Broker, MemoryStore, Store
 from .worker_threads import default_workers
 
 if TYPE_CHECKING:
+    from .auth.settings import AuthSettings
     from .request_state import StateBinding, VerifiedState
 
 logger = logging.getLogger("mrtr.server")
@@ -108,7 +109,10 @@ class ServerOptions:
     `request_state_guard`: called with each state that passed verification (its `flow_id`,
     `round` and expiry) and the request's binding, before any handler runs; raising refuses
     the state with the same -32602 as a forged one. Use it to make states single-use.
-    `principal`: derives the authenticated caller, which the state is then bound to.
+    `principal`: derives the authenticated caller, which the state is then bound to. With
+    `auth` and no `principal`, the verified token's issuer, subject and client id.
+    `auth`: protect the HTTP endpoint with OAuth 2.1 bearer tokens (`mrtr.server.auth`): its
+    metadata, token verification, scopes (also per tool), `ctx.auth`. None: no checks at all.
     `store`: where each redemption of a sealed state is recorded, so a round runs once and a
     repeat of it gets the first outcome (`redemption.py`); a `MemoryStore` of this server by
     default (one process: several instances need a shared one); None records nothing, and a
@@ -119,8 +123,12 @@ class ServerOptions:
     this server's own listeners only. `MRTR_STORE_URL` sets both `store` and `broker` to Redis.
     `max_outcome_bytes`: the largest outcome (result or error, as JSON) kept for repeats; a
     repeat of a round whose outcome was larger is refused with -32602.
-    `page_size`: items per page of list results. `list_ttl_ms`/`list_cache_scope`: caching hints
-    on list results.
+    `page_size`: items per page of list results.
+    `list_ttl_ms`/`list_cache_scope`: caching hints on list results.
+    `input_required`: the server's MRTR limits (`InputRequiredConfig`: rounds, round timeout,
+    the size of `inputResponses`, legacy serving).
+    `instructions`: what `server/discover` and `initialize` tell clients about this server,
+    when the `Server` is not given its own.
     `mask_errors`: an exception a handler raises reaches the client as "an internal error
     occurred (logged on the server as <id>)", its traceback in the server log under that id;
     a `ToolError`'s message and an `McpError` go through. False sends the exception's text.
@@ -151,6 +159,7 @@ class ServerOptions:
     store: Store | None = field(default_factory=MemoryStore)
     max_outcome_bytes: int = 256 * 1024
     broker: Broker | None = None
+    auth: AuthSettings | None = None
 
     def __post_init__(self) -> None:
         if self.request_state_key is not None:
@@ -169,6 +178,17 @@ class ServerOptions:
                 "ServerOptions.broker must implement mrtr.server.store.Broker (publish, async "
                 f"subscribe), or be None; not {type(self.broker).__name__}"
             )
+        if self.auth is not None:
+            from .auth.principal import token_principal
+            from .auth.settings import AuthSettings
+
+            if not isinstance(self.auth, AuthSettings):
+                raise ValueError(
+                    "ServerOptions.auth must be an mrtr.server.auth.AuthSettings, not "
+                    f"{type(self.auth).__name__}"
+                )
+            if self.principal is None:
+                self.principal = token_principal
         _positive_int("ServerOptions", "max_outcome_bytes", self.max_outcome_bytes)
         _positive_int("ServerOptions", "max_state_bytes", self.max_state_bytes)
         _positive_int("ServerOptions", "page_size", self.page_size)

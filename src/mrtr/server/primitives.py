@@ -31,6 +31,7 @@ from .content import _Media
 from .docstrings import parse_docstring
 from .media import binary_content
 from .signature import AnyFunction, FunctionSignature, OutputMismatch, OutputShape
+from .tasks.settings import task_settings
 from .uri_template import UriTemplate
 
 # server/tools.md: names SHOULD use only these characters; clients may refuse others.
@@ -113,15 +114,45 @@ def tool_error(message: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": message}], "isError": True}
 
 
+# RFC 6749 3.3: a scope token is printable ASCII without space, double quote or backslash.
+_SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
+
+
+def _scope_set(scopes: Collection[str] | None) -> frozenset[str]:
+    if scopes is None:
+        return frozenset()
+    if isinstance(scopes, str):
+        raise ValueError("scopes must be a list of scope names, not one string")
+    for scope in scopes:
+        if not isinstance(scope, str) or not _SCOPE_TOKEN.fullmatch(scope):
+            raise ValueError(
+                f"scope {scope!r} is not an OAuth scope token (printable ASCII, no space, "
+                "quote or backslash)"
+            )
+    return frozenset(scopes)
+
+
 class ToolEntry:
     """A registered tool.
 
     `run_in_thread`: a sync function runs in a worker thread (False: on the event loop).
     `timeout`: seconds one call may take before it is a tool error. `tags`: for
-    `Server.enable`/`disable`.
+    `Server.enable`/`disable`. `scopes`: OAuth scopes a caller's token needs to call it
+    (`ServerOptions.auth`; checked over HTTP, where tokens are). `task`: how its calls become
+    tasks (None: never; see `mrtr.server.tasks.TaskSettings`).
     """
 
-    __slots__ = ("name", "output", "run_in_thread", "signature", "tags", "timeout", "wire")
+    __slots__ = (
+        "name",
+        "output",
+        "run_in_thread",
+        "scopes",
+        "signature",
+        "tags",
+        "task",
+        "timeout",
+        "wire",
+    )
 
     def __init__(
         self,
@@ -139,9 +170,13 @@ class ToolEntry:
         run_in_thread: bool = True,
         timeout: float | None = None,
         tags: Collection[str] | None = None,
+        scopes: Collection[str] | None = None,
+        task: Any = "never",
     ) -> None:
         self.name = name or fn.__name__
         self.run_in_thread = run_in_thread
+        self.task = task_settings(task)
+        self.scopes = _scope_set(scopes)
         self.timeout = _positive_timeout(timeout)
         self.tags = _tag_set(tags)
         if not _TOOL_NAME.fullmatch(self.name):

@@ -67,7 +67,9 @@ Rules (everything the engine guarantees lives here):
    once-per-run check) and the asker sends it to the client and awaits the answer, validated
    as an `inputResponses` entry would be. The handler then runs straight through once: nothing
    is replayed, `replaying` stays False, a question created but never awaited is never asked,
-   and `ctx.once` runs `fn` once per request, keeping its result in memory only.
+   and `ctx.once` runs `fn` once per request, keeping its result in memory only. A call that
+   becomes a task (the tasks extension) is given the task asker (`tasks/run.py`) from that
+   point on: what it asked before was answered by replay, what it asks after goes on the task.
 """
 
 from __future__ import annotations

@@ -32,6 +32,8 @@ from ..protocol.errors import (
     method_not_found,
     unsupported_protocol_version,
 )
+from ..protocol.tasks import EXTENSION_ID as TASKS_EXTENSION
+from ..protocol.tasks import TASK_IDS_FILTER, TaskSupport, missing_tasks_capability
 from ..protocol.types import Icon, Implementation, ToolAnnotations
 from ..protocol.versions import SUPPORTED_PROTOCOL_VERSIONS
 from ..settings import http_options, server_options
@@ -52,6 +54,7 @@ from .subscriptions import (
     TOOLS_LIST_CHANGED,
     SubscriptionHub,
 )
+from .tasks import TaskManager, TaskSettings
 from .tool_error import ToolError, failure_text
 from .worker_threads import WorkerPool, call_on_loop
 
@@ -150,6 +153,8 @@ class Server:
     # pool of worker threads is made when the first sync handler runs.
     _disabled: frozenset[str] = frozenset()
     _pool: WorkerPool | None = None
+    # The tasks extension, made when the first tool registered with `task=` is.
+    _tasks: TaskManager | None = None
 
     @overload
     def tool(self, name: F, /) -> F: ...
@@ -169,6 +174,8 @@ class Server:
         run_in_thread: bool = True,
         timeout: float | None = None,
         tags: Collection[str] | None = None,
+        scopes: Collection[str] | None = None,
+        task: TaskSupport | TaskSettings = "never",
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -186,12 +193,17 @@ class Server:
         run_in_thread: bool = True,
         timeout: float | None = None,
         tags: Collection[str] | None = None,
+        scopes: Collection[str] | None = None,
+        task: TaskSupport | TaskSettings = "never",
     ) -> F | Callable[[F], F]:
         """Register a function as a tool; its signature gives the input schema.
 
         Used bare (`@server.tool`) or called (`@server.tool("name", ...)`). A sync function
         runs in a worker thread unless `run_in_thread=False`; `timeout` bounds one call (in
-        seconds; past it the call is a tool error); `tags` are for `enable`/`disable`.
+        seconds; past it the call is a tool error); `tags` are for `enable`/`disable`;
+        `scopes` are the OAuth scopes a caller's token needs to call it (`ServerOptions.auth`);
+        `task` lets its calls become tasks: "optional", "required" or a `TaskSettings` (the
+        tasks extension; default "never").
         """
 
         def register(fn: F) -> F:
@@ -209,9 +221,14 @@ class Server:
                 run_in_thread=run_in_thread,
                 timeout=timeout,
                 tags=tags,
+                scopes=scopes,
+                task=task,
             )
             self._check_duplicate("tool", entry.name, entry.name in self._tools)
             self._tools[entry.name] = entry
+            if entry.task is not None and self._tasks is None:
+                self._tasks = TaskManager(self)
+                self._methods.update(self._tasks.methods())
             self._list_changed(TOOLS_LIST_CHANGED)
             return fn
 
@@ -220,6 +237,11 @@ class Server:
     def add_tool(self, fn: Callable[..., Any], name: str | None = None, **settings: Any) -> None:
         """Register `fn` as a tool, as `@server.tool(name, **settings)` would."""
         self.tool(name, **settings)(fn)
+
+    def tool_scopes(self, name: str) -> frozenset[str]:
+        """The OAuth scopes a token needs to call tool `name` (none for an unknown tool)."""
+        entry = self._tools.get(name)
+        return frozenset() if entry is None else entry.scopes
 
     def remove_tool(self, name: str) -> None:
         """Remove the tool `name` (a `KeyError` if there is none) and announce the change."""
@@ -705,6 +727,8 @@ class Server:
             caps["resources"] = {"listChanged": True, "subscribe": True}
         if self._completion is not None:
             caps["completions"] = {}
+        if self._tasks is not None:
+            caps["extensions"] = {TASKS_EXTENSION: {}}
         return caps
 
     # --- change notifications (subscriptions/listen) ---------------------------------------
@@ -741,8 +765,19 @@ class Server:
             supported.add(PROMPTS_LIST_CHANGED)
         if "resources" in caps:
             supported.update((RESOURCES_LIST_CHANGED, RESOURCE_SUBSCRIPTIONS))
+        tasks: frozenset[str] = frozenset()
+        notifications = ctx.params.get("notifications")
+        task_ids = notifications.get(TASK_IDS_FILTER) if isinstance(notifications, dict) else None
+        if task_ids:
+            extensions = ctx.client_capabilities.get("extensions")
+            if self._tasks is None or not isinstance(extensions, dict):
+                raise missing_tasks_capability("subscriptions/listen with taskIds")
+            if TASKS_EXTENSION not in extensions:
+                raise missing_tasks_capability("subscriptions/listen with taskIds")
+            if isinstance(task_ids, list):
+                tasks = await self._tasks.visible_ids(ctx, task_ids)
         return await self._subscriptions.listen(
-            ctx.request_id, ctx.params, ctx._notify, frozenset(supported)
+            ctx.request_id, ctx.params, ctx._notify, frozenset(supported), tasks
         )
 
     async def _discover(self, ctx: RequestContext) -> dict[str, Any]:
@@ -839,7 +874,10 @@ class Server:
                 return tool_error(failure_text(value.exc, f"tool {name!r}", mask, prefix))
             return entry.result(value)
 
-        return await self._rounds.round(ctx, name, arguments).complete(invoke, render)
+        round_ = self._rounds.round(ctx, name, arguments)
+        if entry.task is not None and self._tasks is not None:
+            return await self._tasks.call(ctx, entry.task, name, round_, invoke, render)
+        return await round_.complete(invoke, render)
 
     async def _get_prompt(self, ctx: RequestContext) -> dict[str, Any]:
         params = ctx.params

@@ -55,6 +55,7 @@ TOOLS_LIST_CHANGED = "toolsListChanged"
 PROMPTS_LIST_CHANGED = "promptsListChanged"
 RESOURCES_LIST_CHANGED = "resourcesListChanged"
 RESOURCE_SUBSCRIPTIONS = "resourceSubscriptions"
+TASK_IDS = "taskIds"  # the tasks extension: `notifications/tasks` for these task ids
 
 ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 _LIST_CHANGED = {
@@ -63,6 +64,7 @@ _LIST_CHANGED = {
     RESOURCES_LIST_CHANGED: "notifications/resources/list_changed",
 }
 RESOURCE_UPDATED = "notifications/resources/updated"
+TASK_STATUS = "notifications/tasks"
 
 Notify = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -76,6 +78,7 @@ class SubscriptionFilter:
 
     lists: frozenset[str] = frozenset()
     resources: frozenset[str] = frozenset()
+    tasks: frozenset[str] = frozenset()
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> SubscriptionFilter:
@@ -102,18 +105,28 @@ class SubscriptionFilter:
             raise invalid_params(
                 f'"notifications.{RESOURCE_SUBSCRIPTIONS}" must be a list of resource URIs'
             )
-        return cls(frozenset(lists), frozenset(uris))
+        task_ids = raw.get(TASK_IDS)
+        if task_ids is None:
+            task_ids = []
+        if not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids):
+            raise invalid_params(f'"notifications.{TASK_IDS}" must be a list of task ids')
+        return cls(frozenset(lists), frozenset(uris), frozenset(task_ids))
 
-    def honoured(self, supported: frozenset[str]) -> SubscriptionFilter:
-        """The part of this filter that names only types in `supported`."""
+    def honoured(
+        self, supported: frozenset[str], tasks: frozenset[str] = frozenset()
+    ) -> SubscriptionFilter:
+        """The part of this filter that names only types in `supported` (and of its task
+        ids, those in `tasks`)."""
         resources = self.resources if RESOURCE_SUBSCRIPTIONS in supported else frozenset()
-        return SubscriptionFilter(self.lists & supported, resources)
+        return SubscriptionFilter(self.lists & supported, resources, self.tasks & tasks)
 
     def to_wire(self) -> dict[str, Any]:
         """The filter as the acknowledgement states it."""
         wire: dict[str, Any] = {key: True for key in _LIST_CHANGED if key in self.lists}
         if self.resources:
             wire[RESOURCE_SUBSCRIPTIONS] = sorted(self.resources)
+        if self.tasks:
+            wire[TASK_IDS] = sorted(self.tasks)
         return wire
 
 
@@ -128,6 +141,12 @@ class _Stream:
         self.pending: dict[str, dict[str, Any]] = {}
         self.wake = asyncio.Event()
         self.closing = False
+
+    def replace(self, key: str, message: dict[str, Any]) -> None:
+        """Queue `message` under `key`, replacing one still pending there (a task's state:
+        only the newest matters)."""
+        self.pending[key] = message
+        self.wake.set()
 
     def offer(self, key: str, method: str, extra: dict[str, Any] | None = None) -> None:
         if key not in self.pending:
@@ -174,7 +193,9 @@ class SubscriptionHub:
             self._start_lock = asyncio.Lock()
         async with self._start_lock:
             if self._started == 0:
-                self._unsubscribe = await self._broker.subscribe(self.channel, self._received)
+                self._unsubscribe = await self._broker.subscribe(
+                    self.channel, self._received, self._missed
+                )
             self._started += 1
 
     async def stop(self) -> None:
@@ -199,16 +220,26 @@ class SubscriptionHub:
         except Exception:
             logger.exception("could not publish a change to other instances")
 
+    def _missed(self) -> None:
+        """The broker lost changes for a while (rule 7): any list may have changed, so each
+        kind is announced here once."""
+        for kind in _LIST_CHANGED:
+            self._deliver_list_changed(kind)
+
     def _received(self, message: bytes) -> None:
         """Deliver a change the broker brought, once per instance and in order (rule 7)."""
         try:
             change = orjson.loads(message)
             origin, number = change["o"], change["n"]
-            kind, uri = change.get("k"), change.get("u")
+            kind, uri, task = change.get("k"), change.get("u"), change.get("t")
             valid = (
                 isinstance(origin, str)
                 and type(number) is int
-                and (kind in _LIST_CHANGED or (kind is None and isinstance(uri, str)))
+                and (
+                    kind in _LIST_CHANGED
+                    or (kind is None and isinstance(uri, str))
+                    or (isinstance(task, str) and isinstance(change.get("m"), dict))
+                )
             )
         except (orjson.JSONDecodeError, KeyError, TypeError):
             valid = False
@@ -224,7 +255,9 @@ class SubscriptionHub:
         self._seen.move_to_end(origin)
         if len(self._seen) > _KNOWN_ORIGINS:
             self._seen.popitem(last=False)
-        if kind is not None:
+        if task is not None:
+            self._deliver_task(task, change["m"], change.get("s") is True)
+        elif kind is not None:
             self._deliver_list_changed(kind)
         else:
             self._deliver_resource_updated(uri)
@@ -241,6 +274,30 @@ class SubscriptionHub:
         self._deliver_resource_updated(uri)
         if self._broker is not None:
             self._publish({"u": uri})
+
+    def task_changed(self, task_id: str, detailed: dict[str, Any]) -> None:
+        """Announce a task's new state (`notifications/tasks` with its `DetailedTask`)."""
+        message = jsonrpc.notification(TASK_STATUS, detailed)
+        self._deliver_task(task_id, message, True)
+        if self._broker is not None:
+            self._publish({"t": task_id, "m": message, "s": True})
+
+    def task_message(self, task_id: str, message: dict[str, Any]) -> None:
+        """Send a log or progress notification of a task's handler to its listeners."""
+        self._deliver_task(task_id, message, False)
+        if self._broker is not None:
+            self._publish({"t": task_id, "m": message})
+
+    def _deliver_task(self, task_id: str, message: dict[str, Any], status: bool) -> None:
+        for stream in self._streams:
+            if task_id in stream.filter.tasks:
+                params = dict(message.get("params") or {})
+                params["_meta"] = {**(params.get("_meta") or {}), **stream.meta}
+                sent = {**message, "params": params}
+                if status:
+                    stream.replace("task:" + task_id, sent)
+                else:  # every log line and progress step counts: never merged
+                    stream.replace(f"task-message:{task_id}:{id(sent)}", sent)
 
     def _deliver_list_changed(self, kind: str) -> None:
         method = _LIST_CHANGED[kind]
@@ -289,15 +346,17 @@ class SubscriptionHub:
         params: Mapping[str, Any],
         notify: Notify | None,
         supported: frozenset[str],
+        tasks: frozenset[str] = frozenset(),
     ) -> dict[str, Any]:
         """Serve one `subscriptions/listen` request until it is cancelled or the hub closes;
-        returns the graceful-closure result."""
+        returns the graceful-closure result. `tasks`: the task ids the caller may follow."""
         if notify is None:
             raise McpError(
                 INVALID_REQUEST,
                 "subscriptions/listen needs a transport that streams notifications",
             )
-        stream = _Stream(request_id, SubscriptionFilter.from_params(params).honoured(supported))
+        wanted = SubscriptionFilter.from_params(params)
+        stream = _Stream(request_id, wanted.honoured(supported, tasks))
         self._streams.add(stream)
         try:
             await notify(

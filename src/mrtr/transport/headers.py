@@ -30,7 +30,15 @@ NAME = "Mcp-Name"
 PARAM_PREFIX = "Mcp-Param-"
 
 #: Which body field `Mcp-Name` mirrors, by method.
-NAME_FIELDS: dict[str, str] = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAME_FIELDS: dict[str, str] = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    # The tasks extension routes its requests by task id.
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
 
 ANNOTATION = "x-mcp-header"
 

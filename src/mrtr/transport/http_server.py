@@ -28,7 +28,9 @@ for -32601); any other error is a normal JSON-RPC answer with 200. A notificatio
 with 202 and no body.
 
 The handler's `transport_info` is the request's ASGI scope (headers, client address...), for
-`ServerOptions.principal`.
+`ServerOptions.principal`. With `ServerOptions.auth`, every request first passes the OAuth
+resource-server check (`server/auth/guard.py`: Protected Resource Metadata, 401/403), and the
+verified token rides in the scope.
 
 `serve_http` runs the app under uvicorn with the connection limits of `http_limits.py`
 (timeouts for headers, body and idle keep-alive; bounds on connections and header bytes).
@@ -58,6 +60,7 @@ from ..protocol.errors import (
     PARSE_ERROR,
     McpError,
 )
+from ..server.auth.guard import BearerGuard
 from ..server.lifespan import LifespanError
 from . import headers as mcp_headers
 from .http_guard import guarded_protocol
@@ -208,6 +211,9 @@ class StreamableHTTPApp:
         self._tool_params: dict[
             str, tuple[dict[str, Any], tuple[mcp_headers.HeaderParam, ...]]
         ] = {}
+        auth = server.options.auth
+        # None without `ServerOptions.auth`: then no request pays for any of it.
+        self._auth = None if auth is None else BearerGuard(auth, server)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -255,6 +261,11 @@ class StreamableHTTPApp:
     # --- one HTTP request ----------------------------------------------------------------
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # OAuth (`ServerOptions.auth`): metadata, bearer token, required scopes; both eras.
+        if self._auth is not None and not await self._auth.admit(
+            scope, send, self._route(scope), self.path
+        ):
+            return
         if self.path is not None and self._route(scope) != self.path:
             await plain(send, 404, b"Not Found")
             return
@@ -323,11 +334,11 @@ class StreamableHTTPApp:
             await reject(send, 403, INVALID_REQUEST, forbidden)
             return
         if scope["method"] == "DELETE":
-            await self.sessions.delete(send, headers)
+            await self.sessions.delete(send, headers, scope)
             return
         accept = headers.get(b"accept")
         accept_sse = True if accept is None else self._accepts(accept)[1]
-        await self.sessions.get(receive, send, headers, accept_sse)
+        await self.sessions.get(receive, send, headers, accept_sse, scope)
 
     async def _handle(
         self,
@@ -348,6 +359,12 @@ class StreamableHTTPApp:
         except McpError as exc:
             await answer(send, 400, jsonrpc.error_response(jsonrpc.readable_id(message), exc))
             return
+        if (
+            self._auth is not None
+            and kind == "request"
+            and await self._auth.refuse_call(message, scope, send)
+        ):
+            return  # a tool's own scopes: checked here, where both eras pass
         # The era, by how the client opens (see the module docstring): a session id, or an
         # `initialize` without a modern `_meta`, is a legacy client.
         if _SESSION_ID in headers and self.server.serves_legacy:
