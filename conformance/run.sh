@@ -4,6 +4,7 @@
 #   conformance/run.sh            # both legs
 #   conformance/run.sh server     # only the server leg (conformance/server.py)
 #   conformance/run.sh client     # only the client leg (conformance/client.py)
+#   conformance/run.sh install    # only install Node 22 and the suite into .cache/conformance
 #
 # Server leg: starts `python conformance/server.py --port P` (Streamable HTTP at
 # http://127.0.0.1:P/mcp) and runs `conformance server --requirements 2026-07-28`,
@@ -388,7 +389,13 @@ main() {
   local legs="${1:-all}"
   case "$legs" in
     all | server | client) ;;
-    *) die "usage: conformance/run.sh [all|server|client]" ;;
+    install)
+      # Only Node 22 and the pinned suite: the test command installs them before pytest,
+      # whose benchmark smoke test runs Node programs too.
+      install_deps
+      return 0
+      ;;
+    *) die "usage: conformance/run.sh [all|server|client|install]" ;;
   esac
 
   cd "$ROOT"

@@ -45,6 +45,10 @@ if [[ -f "$MERMAID_JS" ]]; then
 fi
 NO_MKDOCS_2_WARNING=1 "$PYTHON" -m mkdocs build --strict --quiet
 
+echo "== Node 22 and the npm packages the tests run (conformance suite, benchmark peers)"
+bash conformance/run.sh install
+"$PYTHON" -c 'from benchmarks import xproc; xproc.ensure_inspector(allow_install=True)'
+
 echo "== pytest"
 "$PYTHON" -m pytest -q
 
