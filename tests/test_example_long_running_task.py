@@ -4,56 +4,22 @@ one through the task), the task's states, and the tool's result."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
+
+from loopback_process import free_port, listening
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "long_running_task"
 GUARD = 30.0  # seconds: only ever reached when something is broken
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@contextlib.contextmanager
-def serving(port: int) -> Iterator[None]:
-    process = subprocess.Popen(
-        [sys.executable, str(EXAMPLE / "server.py"), "--port", str(port)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + GUARD
-        while True:
-            assert process.poll() is None, "the example server exited at start"
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                break
-            assert time.monotonic() < deadline, "the example server never listened"
-            time.sleep(0.05)
-        yield
-    finally:
-        process.terminate()
-        try:
-            process.wait(GUARD)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 def test_the_client_drives_the_report_task_to_its_result() -> None:
     port = free_port()
-    with serving(port):
+    command = [sys.executable, str(EXAMPLE / "server.py"), "--port", str(port)]
+    with listening(command, port, cwd=ROOT):
         done = subprocess.run(
             [sys.executable, str(EXAMPLE / "client.py"), f"http://127.0.0.1:{port}/mcp"],
             cwd=ROOT,

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from loopback_process import free_port, wait_listening
 from mrtr import Server
 from mrtr.cli import main
 from mrtr.transport.http_limits import HTTPLimits, connection_cap
@@ -96,13 +97,7 @@ class ServerProcess:
         )
         self._reader = threading.Thread(target=self._collect, daemon=True)
         self._reader.start()
-        deadline = time.monotonic() + GUARD
-        while True:  # until it listens (bounded)
-            assert self.process.poll() is None, f"the server exited: {self.stderr()}"
-            assert time.monotonic() < deadline, f"the server did not start: {self.stderr()}"
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-                break
-            time.sleep(0.05)
+        wait_listening(port, self.process, GUARD, self.stderr)
 
     def _collect(self) -> None:
         assert self.process.stderr is not None
@@ -121,13 +116,6 @@ class ServerProcess:
                 self.process.kill()
                 self.process.wait(GUARD)
             self._reader.join(GUARD)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager

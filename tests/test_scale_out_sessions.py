@@ -11,6 +11,11 @@ server than the one before. The same wiring as Redis gives separate processes
 * a forged id, another caller's id, a deleted session: 404 on every server; a second
   `initialize`: -32600; a response nobody awaits and a cancellation of nothing: 202, no harm;
 * a GET stream opened on one server ends the one the other served;
+* a GET stream served by one server is resumed (`Last-Event-ID`) on the other, from what the
+  first kept in the store: the events after the id are replayed, new ones follow; an id past
+  them or older than what is kept is 400; what a server keeps of a stream is bounded; a
+  request's stream is resumed only by the server that streamed it (400 elsewhere, never
+  another request's events);
 * a session's record expires when idle; the store failing answers 503, the session intact.
 """
 
@@ -36,6 +41,7 @@ from mrtr.server.legacy import MAX_SUBSCRIPTIONS
 from mrtr.server.session import LegacySession, SessionRecords
 from mrtr.server.store import Broker, MemoryBroker, MemoryStore, Store
 from mrtr.transport.http_server import StreamableHTTPApp
+from mrtr.transport.sse_events import SHARED_BYTES, SHARED_EVENTS, EventLog, decode_snapshot
 from servers.legacy_cluster_server import WATCHED, build
 from transport_flow import GUARD, serve
 
@@ -420,3 +426,132 @@ async def test_what_a_session_keeps_is_bounded() -> None:
     assert response is not None and response["error"]["code"] == -32602
     assert "unsubscribe from one first" in response["error"]["message"]
     assert len(session.subscriptions) == MAX_SUBSCRIPTIONS
+
+
+async def next_event(response: aiohttp.ClientResponse) -> tuple[str, bytes]:
+    """The next SSE event of `response` (a priming one included): (its id, its data)."""
+    event_id, data = "", b""
+    async with asyncio.timeout(GUARD):
+        while True:
+            line = (await response.content.readline()).rstrip(b"\r\n")
+            if line.startswith(b"id: "):
+                event_id = line[4:].decode()
+            elif line.startswith(b"data: "):
+                data = line[6:]
+            elif not line and event_id:
+                return event_id, data
+
+
+async def test_a_get_stream_resumes_on_another_server_from_the_store() -> None:
+    async with raw_fleet(n=2) as (url, front, http):
+        session_id = await open_session(http, url)
+        get_headers = {"Accept": "text/event-stream", "Mcp-Session-Id": session_id}
+        announce = message("tools/call", {"name": "announce"})
+        front.turn = itertools.count(0)  # the GET goes to server 0
+        first = await http.get(url, headers=get_headers)
+        heard: list[tuple[str, bytes]] = []
+        try:
+            assert first.status == 200
+            await next_event(first)  # priming
+            for _ in range(2):
+                await post(http, url, announce, session_id)
+                heard.append(await next_event(first))
+        finally:
+            first.close()
+        assert all(b"notifications/tools/list_changed" in data for _, data in heard)
+
+        # Server 1 never served the stream: it resumes it from what server 0 kept.
+        front.turn = itertools.count(1)
+        resumed = await http.get(url, headers={**get_headers, "Last-Event-ID": heard[0][0]})
+        try:
+            assert resumed.status == 200
+            assert (await next_event(resumed))[0] == heard[0][0]  # priming: where it resumes
+            assert await next_event(resumed) == heard[1]  # replayed, byte for byte
+            await post(http, url, announce, session_id)
+            newer_id, newer = await next_event(resumed)  # server 1 serves the stream now
+        finally:
+            resumed.close()
+        assert b"notifications/tools/list_changed" in newer
+        assert newer_id.startswith("0-") and int(newer_id[2:]) > int(heard[1][0][2:])
+
+        # Each server refuses ids the stream never had; both resume the newest one.
+        for index in (0, 1):
+            for bad in ("0-999999", "0-x", "7-1"):
+                front.turn = itertools.count(index)
+                async with http.get(url, headers={**get_headers, "Last-Event-ID": bad}) as r:
+                    assert r.status == 400, (index, bad)
+                    error = (await r.json())["error"]
+                assert error["code"] == -32600 and "cannot be replayed" in error["message"]
+            front.turn = itertools.count(index)
+            again = await http.get(url, headers={**get_headers, "Last-Event-ID": newer_id})
+            try:
+                assert again.status == 200
+                assert (await next_event(again))[0] == newer_id
+            finally:
+                again.close()
+
+
+def test_what_the_store_keeps_of_a_stream_is_bounded_and_checked() -> None:
+    log = EventLog(max_bytes=10 * SHARED_BYTES)
+    stream = log.standalone
+    for i in range(SHARED_EVENTS + 40):
+        stream.add(b'{"n":%d}' % i)
+    snapshot = decode_snapshot(stream.snapshot("a"))
+    assert snapshot is not None and snapshot.origin == "a" and snapshot.last == stream.last
+    assert len(snapshot.events) == SHARED_EVENTS
+    assert snapshot.dropped == 40 and snapshot.events[0] == (41, b'{"n":40}')
+    assert snapshot.problem(39) is not None and snapshot.problem(40) is None
+    assert snapshot.problem(stream.last + 1) is not None
+    big = EventLog(max_bytes=10 * SHARED_BYTES).standalone
+    for _ in range(3):
+        big.add(b'"' + b"x" * (SHARED_BYTES // 2) + b'"')
+    kept = decode_snapshot(big.snapshot("a"))
+    assert kept is not None and len(kept.events) == 1 and kept.dropped == 2
+
+    # Another instance adopts it: the replay goes on from the cursor, new numbers follow, and
+    # what that instance held undelivered comes after, renumbered.
+    other = EventLog(max_bytes=10 * SHARED_BYTES)
+    other.standalone.add(b'"undelivered"')
+    other.standalone.adopt(snapshot, snapshot.last - 1)
+    after = other.standalone.after(snapshot.last - 1)
+    assert after == [snapshot.events[-1], (snapshot.last + 1, b'"undelivered"')]
+    assert other.next_number() == snapshot.last + 2
+
+    for malformed in (
+        b"not json",
+        b"[]",
+        b'{"o": "a", "l": 1, "d": 2, "e": []}',
+        b'{"o": "a", "l": 3, "d": 0, "e": [[2, "x"], [1, "y"]]}',
+        b'{"o": "a", "l": 1, "d": 0, "e": [[5, "x"]]}',
+        b'{"o": 1, "l": 1, "d": 0, "e": []}',
+        b'{"o": "a", "l": 1, "d": 0, "e": [[1, 2]]}',
+    ):
+        assert decode_snapshot(malformed) is None, malformed
+
+
+async def sse_ids(response: aiohttp.ClientResponse) -> list[str]:
+    """The ids of every event of a finished SSE response (its priming one first)."""
+    return [line[4:] for line in (await response.text()).splitlines() if line.startswith("id: ")]
+
+
+async def test_a_request_stream_of_one_server_is_never_resumed_from_another() -> None:
+    async with raw_fleet(n=2) as (url, front, http):
+        session_id = await open_session(http, url)
+        streamed: list[list[str]] = []
+        for index in (0, 1):  # the same tool on each server: streams alike in all but origin
+            front.turn = itertools.count(index)
+            levels = message("tools/call", {"name": "levels"}, id=10 + index)
+            headers = {**HEADERS, "Mcp-Session-Id": session_id}
+            async with http.post(url, json=levels, headers=headers) as response:
+                assert response.content_type == "text/event-stream"
+                streamed.append(await sse_ids(response))
+        front.turn = itertools.count(1)
+        get_headers = {"Accept": "text/event-stream", "Mcp-Session-Id": session_id}
+        first_of_server_0 = streamed[0][1]
+        async with http.get(url, headers={**get_headers, "Last-Event-ID": first_of_server_0}) as r:
+            assert r.status == 400
+            assert "names no event" in (await r.json())["error"]["message"]
+        front.turn = itertools.count(0)  # the server that streamed it replays the rest
+        async with http.get(url, headers={**get_headers, "Last-Event-ID": first_of_server_0}) as r:
+            assert r.status == 200
+            assert await sse_ids(r) == [first_of_server_0, *streamed[0][2:]]

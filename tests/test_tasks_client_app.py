@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from caller_header import caller
+from loopback_process import free_port, listening
 from mrtr import Client, ClientOptions, ElicitResult, RequestContext, Server, TaskSettings
 from mrtr.protocol.types import ElicitRequestParams
 from mrtr.settings import server_options
@@ -24,17 +23,6 @@ from mrtr.settings import server_options
 APP = str(Path(__file__).resolve())
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 CONFIRM = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
-
-
-def caller(info: Any) -> str | None:
-    """Who calls: the `x-test-user` header over HTTP, else the transport's name."""
-    if isinstance(info, str):
-        return info
-    if isinstance(info, dict):
-        for name, value in info.get("headers") or ():
-            if name == b"x-test-user":
-                return bytes(value).decode()
-    return None
 
 
 def build_server() -> Server:
@@ -76,40 +64,12 @@ def answer(params: ElicitRequestParams) -> ElicitResult:
     return ElicitResult(action="accept", content={"ok": True})
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @contextlib.contextmanager
 def http_app() -> Iterator[str]:
     """The app in a child process on a free loopback port; its endpoint URL."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, APP, "http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the HTTP app did not start") from None
-                time.sleep(0.05)
+    with listening([sys.executable, APP, "http", str(port)], port):
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        try:
-            process.wait(5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def connect(

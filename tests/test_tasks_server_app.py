@@ -2,7 +2,8 @@
 
 Run as a script it serves the app: `python tests/test_tasks_server_app.py stdio`, or
 `... http PORT` (the `MRTR_*` variables configure it: `MRTR_STORE_URL` shares its tasks).
-`MRTR_TEST_TASK_LEASE` sets the lease of its tasks (seconds). Callers are told apart by the
+`MRTR_TEST_TASK_LEASE` sets the lease of its tasks (seconds), `MRTR_TEST_ANSWER_POLL` how
+often a task waiting for answers looks at the store (seconds). Callers are told apart by the
 `x-test-user` HTTP header, or by the transport info a memory test passes.
 """
 
@@ -20,10 +21,12 @@ from typing import Any
 
 import aiohttp
 
+from caller_header import caller
 from mrtr import RequestContext, Server, TaskSettings
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.tasks import EXTENSION_ID
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
+from mrtr.server.tasks import run as task_run
 from mrtr.settings import server_options
 
 APP = str(Path(__file__).resolve())
@@ -38,20 +41,12 @@ NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required"
 EVENTS: list[str] = []
 
 
-def caller(info: Any) -> str | None:
-    """The test's caller: a string passed as transport info, or the `x-test-user` header."""
-    if isinstance(info, str):
-        return info
-    if isinstance(info, dict):
-        for name, value in info.get("headers") or ():
-            if name == b"x-test-user":
-                return bytes(value).decode()
-    return None
-
-
 def build_server() -> Server:
     """The tasks test server."""
     lease = float(os.environ.get("MRTR_TEST_TASK_LEASE", "10"))
+    poll = os.environ.get("MRTR_TEST_ANSWER_POLL")
+    if poll is not None:
+        task_run.ANSWER_POLL = task_run.ANSWER_FALLBACK_POLL = float(poll)
     server = Server("tasks-test", options=server_options(principal=caller))
 
     @server.tool(task=TaskSettings("optional", start_after=None, lease=lease))

@@ -9,13 +9,15 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 
+from loopback_process import free_port
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
-from redis_instance import RedisInstance, free_port, redis_instance  # noqa: F401
+from redis_instance import RedisInstance, redis_instance  # noqa: F401
 from test_tasks_server_app import APP, GUARD, HttpPeer, request
 
 Instance = tuple[str, asyncio.subprocess.Process]  # (url, process)
@@ -23,9 +25,13 @@ LEASE = "0.6"  # seconds: the instances renew their tasks' leases every 0.2 s
 
 
 @contextlib.asynccontextmanager
-async def instances(redis: RedisInstance) -> AsyncIterator[list[Instance]]:
-    """Two processes serving the tasks app on HTTP, sharing `redis`, started together."""
+async def instances(
+    redis: RedisInstance, extra: dict[str, str] | None = None
+) -> AsyncIterator[list[Instance]]:
+    """Two processes serving the tasks app on HTTP, sharing `redis`, started together
+    (`extra`: more environment)."""
     env = {**os.environ, "MRTR_STORE_URL": redis.url, "MRTR_TEST_TASK_LEASE": LEASE}
+    env.update(extra or {})
     started: list[Instance] = []
     try:
         for _ in range(2):
@@ -137,3 +143,35 @@ async def test_a_task_whose_instance_dies_ends_failed(
         )
         again = await b.result("tasks/get", {"taskId": task_id})
         assert again["status"] == "failed" and again["error"] == failed["error"]
+
+
+#: How often the instances look at the store for answers: far longer than any wait below, so
+#: only the broker's wake-up can resume a task in time.
+SLOW_POLL = "5"
+#: Seconds within which an answer posted to B must have resumed and finished A's task (the
+#: wake-up is a few milliseconds on loopback; generous for a loaded machine).
+RESUME_BOUND = 1.0
+
+
+async def test_answers_posted_to_another_instance_resume_the_task_at_once(
+    redis_instance: RedisInstance,  # noqa: F811
+) -> None:
+    async with (
+        instances(redis_instance, {"MRTR_TEST_ANSWER_POLL": SLOW_POLL}) as [(url_a, _), (url_b, _)],
+        aiohttp.ClientSession() as session,
+    ):
+        a, b = HttpPeer(session, url_a), HttpPeer(session, url_b)
+        for round_ in range(2):  # the second task proves the first wake-up left nothing stale
+            task_id = (await a.result("tools/call", {"name": "pair", "arguments": {}}))["taskId"]
+            await b.until(task_id, "input_required")
+            answers = {
+                "a": {"action": "accept", "content": {"name": f"Ada{round_}"}},
+                "b": {"action": "accept", "content": {"name": "Bo"}},
+            }
+            posted = time.monotonic()
+            await b.result("tasks/update", {"taskId": task_id, "inputResponses": answers})
+            done = await a.until(task_id, "completed", "failed")
+            took = time.monotonic() - posted
+            assert done["status"] == "completed"
+            assert done["result"]["content"][0]["text"] == f"Ada{round_} and Bo"
+            assert took < RESUME_BOUND, f"A resumed {took:.2f} s after B took the answers"

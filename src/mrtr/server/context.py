@@ -49,7 +49,7 @@ from .replay import (
     RoundState,
     typed_elicit_converter,
 )
-from .worker_threads import check_on_loop
+from .worker_threads import check_on_loop, in_worker_thread, on_loop
 
 if TYPE_CHECKING:
     from .auth.token import AccessToken
@@ -229,18 +229,24 @@ class RequestContext:
         """
         return self._engine.replaying
 
-    async def log(self, level: str, data: Any, logger: str | None = None) -> None:
+    def log(self, level: str, data: Any, logger: str | None = None) -> Awaitable[None]:
         """Send a log message to the client, if it asked for this level or lower.
 
         A 2026-07-28 client asks per request (the log level in its `_meta`); on a legacy session
         the level `logging/setLevel` chose applies, and every level until it chooses one.
         Nothing is sent while `replaying`: the client got it in the round that first ran it.
+        An async handler awaits it; a sync one in a worker thread just calls it (the message
+        is sent by the time it returns).
         """
         rank = meta_keys.LOG_LEVEL_RANK
         if level not in rank:
             # Checked before anything else so the mistake shows whatever the client asked for.
             raise ValueError(f"unknown log level {level!r}: use one of {', '.join(rank)}")
-        self._engine.track()  # replay rule 8: a task that logs is one the run can cancel
+        return on_loop(functools.partial(self._log, level, data, logger, not in_worker_thread()))
+
+    async def _log(self, level: str, data: Any, logger: str | None, track: bool) -> None:
+        if track:  # replay rule 8: a task that logs is one the run can cancel
+            self._engine.track()
         wanted = self.log_level
         if wanted is None or self._notify is None:
             return
@@ -248,6 +254,7 @@ class RequestContext:
             if self._engine.tick():
                 await asyncio.sleep(0)  # replay rule 2: a replay loop still lets the loop turn
             return
+        rank = meta_keys.LOG_LEVEL_RANK
         if rank[level] < rank.get(wanted, 0):
             return
         params: dict[str, Any] = {"level": level, "data": data}
@@ -255,15 +262,24 @@ class RequestContext:
             params["logger"] = logger
         await self._notify(jsonrpc.notification("notifications/message", params))
 
-    async def report_progress(
+    def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
-    ) -> None:
+    ) -> Awaitable[None]:
         """Send a progress notification, if the request carried a progress token.
 
         Progress must increase; a value not above the last one sent is dropped, and nothing is
-        sent while `replaying`.
+        sent while `replaying`. Awaited or called as `log` is.
         """
-        self._engine.track()  # as in `log`
+        send = functools.partial(
+            self._report_progress, progress, total, message, not in_worker_thread()
+        )
+        return on_loop(send)
+
+    async def _report_progress(
+        self, progress: float, total: float | None, message: str | None, track: bool
+    ) -> None:
+        if track:  # as in `log`
+            self._engine.track()
         token = self.progress_token
         if token is None or self._notify is None:
             return

@@ -27,6 +27,9 @@ the streams that opted in. Rules:
    took from that instance, so every change reaches each instance exactly once, in the order
    its instance raised them. Publishing starts with `start()` (the server entering
    `running()`); changes raised before that are delivered here only.
+8. The same channel carries "answers arrived" signals of tasks (`task_answered`): another
+   instance's signal calls `on_task_answered` with the task id, and a gap calls it with None
+   (any task may have been answered meanwhile).
 """
 
 from __future__ import annotations
@@ -173,9 +176,16 @@ class SubscriptionHub:
         self._started = 0
         self._unsubscribe: Unsubscribe | None = None
         self._start_lock: asyncio.Lock | None = None
+        #: Called with a task id when another instance stored answers for it (rule 8).
+        self.on_task_answered: Callable[[str | None], None] | None = None
 
     def __len__(self) -> int:
         return len(self._streams)
+
+    @property
+    def sharing(self) -> bool:
+        """Whether changes of other instances reach this hub (a broker, and started)."""
+        return self._broker is not None and self._started > 0
 
     def attach(self, session: LegacySession) -> None:
         """Let a legacy session receive changes (rule 6)."""
@@ -225,6 +235,8 @@ class SubscriptionHub:
         kind is announced here once."""
         for kind in _LIST_CHANGED:
             self._deliver_list_changed(kind)
+        if self.on_task_answered is not None:
+            self.on_task_answered(None)
 
     def _received(self, message: bytes) -> None:
         """Deliver a change the broker brought, once per instance and in order (rule 7)."""
@@ -232,6 +244,7 @@ class SubscriptionHub:
             change = orjson.loads(message)
             origin, number = change["o"], change["n"]
             kind, uri, task = change.get("k"), change.get("u"), change.get("t")
+            answered = change.get("w")
             valid = (
                 isinstance(origin, str)
                 and type(number) is int
@@ -239,6 +252,7 @@ class SubscriptionHub:
                     kind in _LIST_CHANGED
                     or (kind is None and isinstance(uri, str))
                     or (isinstance(task, str) and isinstance(change.get("m"), dict))
+                    or isinstance(answered, str)
                 )
             )
         except (orjson.JSONDecodeError, KeyError, TypeError):
@@ -255,7 +269,10 @@ class SubscriptionHub:
         self._seen.move_to_end(origin)
         if len(self._seen) > _KNOWN_ORIGINS:
             self._seen.popitem(last=False)
-        if task is not None:
+        if isinstance(answered, str):
+            if self.on_task_answered is not None:
+                self.on_task_answered(answered)
+        elif task is not None:
             self._deliver_task(task, change["m"], change.get("s") is True)
         elif kind is not None:
             self._deliver_list_changed(kind)
@@ -287,6 +304,11 @@ class SubscriptionHub:
         self._deliver_task(task_id, message, False)
         if self._broker is not None:
             self._publish({"t": task_id, "m": message})
+
+    def task_answered(self, task_id: str) -> None:
+        """Tell the other instances that answers for `task_id` were stored (rule 8)."""
+        if self._broker is not None:
+            self._publish({"w": task_id})
 
     def _deliver_task(self, task_id: str, message: dict[str, Any], status: bool) -> None:
         for stream in self._streams:

@@ -7,7 +7,9 @@ tool's `timeout=` fire on time. They stop waiting, not the thread: Python cannot
 thread, so the handler runs on to its end and its result is dropped.
 
 A sync handler may change the server's tools, prompts and resources (`server.disable`,
-`add_tool`...): the announcement to listening clients is handed to the event loop.
+`add_tool`...): the announcement to listening clients is handed to the event loop. It may
+also call `ctx.log` and `ctx.report_progress` (without `await`): the send runs on the event
+loop and the thread waits for it, so messages go out in order and before the result.
 
 A handler in a thread cannot await, so it cannot ask the client (`ctx.elicit`, `ctx.sample`,
 `ctx.list_roots`, `ctx.ask`) or use `ctx.once`: doing so raises `OffLoopError` at once, naming
@@ -17,12 +19,13 @@ what to do instead, rather than leaving a question nobody awaits.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Final
 
 #: The handler running in this worker thread (its function's name) and the loop it came
 #: from; None on the event loop.
@@ -63,6 +66,58 @@ def call_on_loop(fn: Callable[..., Any], *args: Any) -> None:
         running[1].call_soon_threadsafe(fn, *args)
 
 
+#: How often a worker thread waiting for a send looks whether its loop still runs (seconds).
+_LOOP_CHECK: Final = 1.0
+
+
+class _Done:
+    """An awaitable that is already over: what a send made from a worker thread returns."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return
+        yield
+
+
+_DONE: Final = _Done()
+
+
+def in_worker_thread() -> bool:
+    """Whether this code runs in a sync handler's worker thread."""
+    return _OFF_LOOP.get() is not None
+
+
+def on_loop(make: Callable[[], Coroutine[Any, Any, None]]) -> Awaitable[None]:
+    """`make()`, to be awaited on the event loop; from a sync handler's worker thread, `make()`
+    run on the handler's loop right away and waited for (its exception raised here), and an
+    awaitable that is already over returned.
+
+    The thread waits so that what it sends keeps its order and goes out before the handler's
+    result; if the loop stops meanwhile, the send is given up.
+    """
+    running = _OFF_LOOP.get()
+    if running is None:
+        return make()
+    loop = running[1]
+    if loop.is_closed():
+        return _DONE
+    # The send runs as the loop's own code: nothing it calls may take it for the thread.
+    context = contextvars.copy_context()
+    context.run(_OFF_LOOP.set, None)
+    future: concurrent.futures.Future[None] = context.run(
+        asyncio.run_coroutine_threadsafe, make(), loop
+    )
+    while True:
+        try:
+            future.result(_LOOP_CHECK)
+            return _DONE
+        except concurrent.futures.TimeoutError:
+            if loop.is_closed() or not loop.is_running():
+                future.cancel()
+                return _DONE
+
+
 def _in_thread(
     fn: Callable[..., Any], kwargs: dict[str, Any], loop: asyncio.AbstractEventLoop
 ) -> Any:
@@ -98,4 +153,12 @@ class WorkerPool:
             executor.shutdown(wait=False, cancel_futures=True)
 
 
-__all__ = ["OffLoopError", "WorkerPool", "call_on_loop", "check_on_loop", "default_workers"]
+__all__ = [
+    "OffLoopError",
+    "WorkerPool",
+    "call_on_loop",
+    "check_on_loop",
+    "default_workers",
+    "in_worker_thread",
+    "on_loop",
+]

@@ -44,9 +44,11 @@ stays on the stateless path. Rules:
    session's streams and requests everywhere; a `GET` stream opened on one instance ends the
    one another instance served (the newest wins: no message goes out twice). List changes
    and resource updates reach a session on the instance serving its `GET` stream (through the
-   change broker); with none open they are not kept. The rest of a stream (`Last-Event-ID`)
-   is served only by the instance that served it (others answer 400, and the client sends
-   its request again). A store that fails answers 503 with -32603, the session intact.
+   change broker); with none open they are not kept. The rest of a request's stream
+   (`Last-Event-ID`) is served only by the instance that served it (others answer 400, and
+   the client sends its request again). The standalone stream's newest events are kept in
+   the store by the instance serving it, before they go out (`sse_events.py` rule 6), so
+   any instance resumes it. A store that fails answers 503 with -32603, the session intact.
 """
 
 from __future__ import annotations
@@ -84,7 +86,14 @@ from .http_responses import (
     status_of,
 )
 from .sse import KEEPALIVE
-from .sse_events import EventLog, EventStream, ReplayGap, parse_event_id
+from .sse_events import (
+    STANDALONE,
+    EventLog,
+    EventStream,
+    ReplayGap,
+    decode_snapshot,
+    parse_event_id,
+)
 
 if TYPE_CHECKING:
     from ..server.server import Server
@@ -126,9 +135,11 @@ class _Channel:
 
     __slots__ = ("digest", "ended", "log", "refreshed", "session", "tasks")
 
-    def __init__(self, session: LegacySession, buffer_bytes: int, digest: str = "") -> None:
+    def __init__(
+        self, session: LegacySession, buffer_bytes: int, digest: str = "", first_stream: int = 1
+    ) -> None:
         self.session = session
-        self.log = EventLog(buffer_bytes)
+        self.log = EventLog(buffer_bytes, first_stream=first_stream)
         self.tasks: dict[jsonrpc.RequestId, asyncio.Task[None]] = {}
         self.ended = False
         #: The session's name in the store and on the broker (shared sessions only).
@@ -199,6 +210,9 @@ class LegacySessions:
         #: Names this instance in server request ids and broker messages.
         self.instance = secrets.token_hex(6)
         self._prefix = f"s-{self.instance}-" if self.records is not None else "s-"
+        #: This instance's range of request stream numbers in a shared session (an event id
+        #: of another instance's request stream names none of this one's).
+        self._first_stream = int(self.instance, 16) * 10**9 + 1 if self.records else 1
         self.broker_channel = f"mrtr/sessions/{server.name}"
         self._by_digest: dict[str, _Channel] = {}
         self._unsubscribe: Unsubscribe | None = None
@@ -245,7 +259,7 @@ class LegacySessions:
         session = LegacySession(request_prefix=self._prefix)
         session.principal = self._principal(scope)
         records = self.records
-        channel = _Channel(session, self.buffer_bytes)
+        channel = _Channel(session, self.buffer_bytes, first_stream=self._first_stream)
         response = await self.server.handle_request(message, None, scope, session)
         if "error" in response:
             await answer(send, status_of(response), response)
@@ -347,7 +361,9 @@ class LegacySessions:
         channel = None if session is None else self._channels.get(session_id)
         if channel is None:
             session = LegacySession(session_id=session_id, request_prefix=self._prefix)
-            channel = _Channel(session, self.buffer_bytes, session_digest(session_id))
+            channel = _Channel(
+                session, self.buffer_bytes, session_digest(session_id), self._first_stream
+            )
             self._channels[session_id] = channel
             self._by_digest[channel.digest] = channel
             self.store.add(session)
@@ -469,6 +485,7 @@ class LegacySessions:
             self.store.remove(channel.session.id)
         elif kind == "g":
             stream = channel.log.standalone
+            stream.keeper = None  # the instance now serving it keeps it
             if stream.owner is not None:
                 stream.owner = _TAKEN_ELSEWHERE
                 stream.changed.set()
@@ -646,12 +663,27 @@ class LegacySessions:
         else:
             last = raw.decode("latin-1").strip()
             found = parse_event_id(last)
-            stream_ = None if found is None else channel.log.get(found[0])
             problem = None
-            if found is None or stream_ is None or found[1] > stream_.last:
+            shared_standalone = (
+                found is not None and found[0] == STANDALONE and self.records is not None
+            )
+            if shared_standalone and found is not None:
+                try:
+                    problem = await self._adopt_standalone(channel, found[1])
+                except McpError as exc:
+                    await _unavailable(send, None, exc)
+                    return
+            stream_ = None if found is None else channel.log.get(found[0])
+            if problem is not None:
+                pass  # decided by what another instance kept ("": taken over from it)
+            elif found is None or stream_ is None or found[1] > stream_.last:
                 problem = "names no event of a stream this session still keeps"
             elif found[1] < stream_.dropped:
                 problem = "is older than the events this session still keeps of that stream"
+            if problem == "" or (problem is None and shared_standalone):
+                assert found is not None
+                await self._standalone(receive, send, channel, found[1])
+                return
             if problem is not None or stream_ is None or found is None:
                 await reject(
                     send,
@@ -673,12 +705,45 @@ class LegacySessions:
         self._publish("g", channel.digest)
         self.server.attach_session(session)
         stream = channel.log.standalone
+        stream.keeper = functools.partial(self._keep_standalone, channel)
+        await stream.keeper()  # a quiet stream can be resumed elsewhere too
         try:
             await self._pump(send, receive, channel, stream, cursor, opened=True, can_stream=True)
         finally:
             if stream.owner is None or stream.owner is _TAKEN_ELSEWHERE:
                 stream.owner = None
                 self.server.detach_session(session)
+
+    def _standalone_key(self, channel: _Channel) -> str:
+        return f"mrtr/sse/{self.server.name}/{channel.digest}"
+
+    async def _keep_standalone(self, channel: _Channel) -> None:
+        """Keep the standalone stream's newest events in the store (rule 8); a store that
+        fails costs only a resumption elsewhere."""
+        records = self.records
+        if records is None:
+            return
+        snapshot = channel.log.standalone.snapshot(self.instance)
+        try:
+            await records.store.set(self._standalone_key(channel), snapshot, records.ttl)
+        except Exception:
+            logger.warning("could not keep a session's stream in the store", exc_info=True)
+
+    async def _adopt_standalone(self, channel: _Channel, cursor: int) -> str | None:
+        """Take over the standalone stream another instance kept in the store, the client
+        having its events up to `cursor`: "" when adopted, why not when it cannot be
+        resumed, None when the stream is this instance's own (or nobody kept it)."""
+        records = self.records
+        assert records is not None
+        raw = await records.store.get(self._standalone_key(channel))
+        snapshot = None if raw is None else decode_snapshot(raw)
+        if snapshot is None or snapshot.origin == self.instance:
+            return None
+        problem = snapshot.problem(cursor)
+        if problem is not None:
+            return problem
+        channel.log.standalone.adopt(snapshot, cursor)
+        return ""
 
     # --- DELETE (rule 6) --------------------------------------------------------------------
 
@@ -690,6 +755,7 @@ class LegacySessions:
         if self.records is not None:
             try:
                 await self.records.delete(channel.session.id)
+                await self.records.store.delete(self._standalone_key(channel))
             except McpError as exc:
                 await _unavailable(send, None, exc)
                 return
@@ -755,6 +821,8 @@ class LegacySessions:
                     elif events or stream.release_requested:
                         await self._open_stream(send, stream, cursor)
                         streaming = True
+                if events and stream.keeper is not None:
+                    await stream.keeper()  # kept before sent: any instance can resume it
                 for number, data in events:
                     frame = stream.frame(number, data)
                     await send({"type": "http.response.body", "body": frame, "more_body": True})

@@ -7,7 +7,8 @@ of that stream with `GET` + `Last-Event-ID`. Rules:
 
 1. A session numbers its events with one counter; an event id is `"<stream>-<number>"`, unique
    within the session, and it names the stream it was sent on, so that `Last-Event-ID` finds
-   the stream to resume and nothing of another stream is replayed.
+   the stream to resume and nothing of another stream is replayed. Instances sharing a
+   session number their request streams in ranges of their own (`first_stream`).
 2. A stream keeps its events (JSON-RPC messages) in order; `after(number)` gives those after
    a cursor, and `frame` writes one as an SSE event with its id. The priming event that opens
    a connection names the cursor it starts from (`"<stream>-0"` on a new stream, the
@@ -21,6 +22,12 @@ of that stream with `GET` + `Last-Event-ID`. Rules:
 5. A stream is finished once its last event (a POST stream's response) is in. Readers wait on
    `changed`, set on every new event, on the end, and when the stream is asked to let its
    connection go (`release`).
+6. A session shared by several instances keeps its standalone stream in the store too, so
+   that any instance can resume it: `snapshot` encodes the newest events (at most
+   `SHARED_EVENTS` and `SHARED_BYTES` of them, so the older ones count as dropped) with the
+   instance that wrote them, `decode_snapshot` reads one back (None for anything malformed),
+   and `adopt` makes a stream of another instance's snapshot. Numbers go on after the
+   adopted ones (`EventLog.advance`), so an id never names two events of the stream.
 """
 
 from __future__ import annotations
@@ -28,11 +35,20 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
 
 from .sse import encode_event_with_id, encode_priming_event
 
 #: The standalone (`GET`) stream's number in every session.
 STANDALONE = 0
+#: The most events of a standalone stream a shared store keeps (rule 6).
+SHARED_EVENTS: Final = 256
+#: The most bytes of events of a standalone stream a shared store keeps (rule 6).
+SHARED_BYTES: Final = 256 * 1024
 
 
 class ReplayGap(LookupError):
@@ -59,6 +75,7 @@ class EventStream:
         "final",
         "finished",
         "id",
+        "keeper",
         "last",
         "owner",
         "release_requested",
@@ -82,6 +99,9 @@ class EventStream:
         #: The connection serving the stream now (any object; None: none is).
         self.owner: object | None = None
         self.changed = asyncio.Event()
+        #: Awaited before events are written to a connection: keeps them where another
+        #: instance can resume the stream (rule 6). None: the stream is this instance's only.
+        self.keeper: Callable[[], Awaitable[None]] | None = None
 
     def add(self, data: bytes, *, final: bool = False) -> None:
         """Append one message (JSON bytes); `final` ends the stream (its response)."""
@@ -122,6 +142,35 @@ class EventStream:
         self.release_requested = True
         self.changed.set()
 
+    def snapshot(self, origin: str) -> bytes:
+        """The newest events within the shared bounds, written by instance `origin` (rule 6)."""
+        kept: list[tuple[int, str]] = []
+        size = 0
+        dropped = self.dropped
+        for number, data in reversed(self._events):
+            if len(kept) == SHARED_EVENTS or size + len(data) > SHARED_BYTES:
+                dropped = number
+                break
+            kept.append((number, data.decode()))
+            size += len(data)
+        kept.reverse()
+        return orjson.dumps({"o": origin, "l": self.last, "d": dropped, "e": kept})
+
+    def adopt(self, snapshot: Snapshot, cursor: int) -> None:
+        """Take the events of another instance's `snapshot` as this stream's; the client has
+        those up to `cursor`. Events of this instance not yet delivered follow, renumbered."""
+        pending = [data for number, data in self._events if number > self.delivered]
+        self._log.size -= self._size()
+        self._events = deque(snapshot.events)
+        self.last = snapshot.last
+        self.dropped = snapshot.dropped
+        self.delivered = cursor
+        self._log.advance(snapshot.last)
+        self._log.grew(self._size())
+        for data in pending:
+            self.add(data)
+        self.changed.set()
+
     def _drop_oldest(self) -> int:
         number, data = self._events.popleft()
         self.dropped = number
@@ -131,22 +180,81 @@ class EventStream:
         return sum(len(data) for _, data in self._events)
 
 
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A standalone stream as an instance kept it in the store (rule 6)."""
+
+    origin: str
+    last: int
+    dropped: int
+    events: list[tuple[int, bytes]]
+
+    def problem(self, cursor: int) -> str | None:
+        """Why the events after `cursor` cannot be replayed from here, or None."""
+        if cursor > self.last:
+            return "names no event of a stream this session still keeps"
+        if cursor < self.dropped:
+            return "is older than the events this session still keeps of that stream"
+        return None
+
+
+def decode_snapshot(data: bytes) -> Snapshot | None:
+    """A snapshot `EventStream.snapshot` wrote, or None for anything else."""
+    try:
+        raw: Any = orjson.loads(data)
+        origin, last, dropped, events = raw["o"], raw["l"], raw["d"], raw["e"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    if not (
+        isinstance(origin, str)
+        and type(last) is int
+        and type(dropped) is int
+        and 0 <= dropped <= last
+        and isinstance(events, list)
+    ):
+        return None
+    kept: list[tuple[int, bytes]] = []
+    previous = dropped
+    for event in events:
+        if not (
+            isinstance(event, list)
+            and len(event) == 2
+            and type(event[0]) is int
+            and previous < event[0] <= last
+            and isinstance(event[1], str)
+        ):
+            return None
+        previous = event[0]
+        kept.append((event[0], event[1].encode()))
+    return Snapshot(origin, last, dropped, kept)
+
+
 class EventLog:
     """The streams of one session, with the bounds of rules 3 and 4."""
 
-    def __init__(self, max_bytes: int, max_streams: int = 64) -> None:
+    def __init__(
+        self, max_bytes: int, max_streams: int = 64, first_stream: int = STANDALONE + 1
+    ) -> None:
+        """`first_stream`: the number of the first request stream (rule 1: instances sharing
+        a session give theirs apart, so that an id names the stream of one instance only)."""
         self.max_bytes = max_bytes
         self.max_streams = max_streams
         self.size = 0
-        self._numbers = itertools.count(1)
-        self._stream_ids = itertools.count(STANDALONE + 1)
+        self._next = 1
+        self._stream_ids = itertools.count(first_stream)
         self._streams: OrderedDict[int, EventStream] = OrderedDict()
         self.standalone = EventStream(self, STANDALONE)
         self._streams[STANDALONE] = self.standalone
 
     def next_number(self) -> int:
         """The next event number of the session (rule 1)."""
-        return next(self._numbers)
+        number = self._next
+        self._next = number + 1
+        return number
+
+    def advance(self, number: int) -> None:
+        """Number the next events after `number` (an adopted stream's last event, rule 6)."""
+        self._next = max(self._next, number + 1)
 
     def open(self) -> EventStream:
         """A new stream (for one POSTed request)."""
@@ -195,4 +303,14 @@ class EventLog:
             self.size -= victim._size()
 
 
-__all__ = ["STANDALONE", "EventLog", "EventStream", "ReplayGap", "parse_event_id"]
+__all__ = [
+    "SHARED_BYTES",
+    "SHARED_EVENTS",
+    "STANDALONE",
+    "EventLog",
+    "EventStream",
+    "ReplayGap",
+    "Snapshot",
+    "decode_snapshot",
+    "parse_event_id",
+]

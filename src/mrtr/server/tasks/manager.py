@@ -65,6 +65,7 @@ class TaskManager:
         self.runs: dict[str, TaskRun] = {}
         self._store: TaskStore | None = None
         self._background: set[asyncio.Task[Any]] = set()
+        server._subscriptions.on_task_answered = self._answered_elsewhere
 
     @property
     def store(self) -> TaskStore:
@@ -175,9 +176,12 @@ class TaskManager:
                 taken[key] = value
         for key, value in taken.items():
             await self.store.put_answer(record, key, value)
-        run = self.runs.get(record.task_id)
-        if run is not None and taken:
-            run.wake()
+        if taken:
+            run = self.runs.get(record.task_id)
+            if run is not None:
+                run.wake()
+            else:  # the instance running it resumes at once (a lost signal: its poll)
+                self.server._subscriptions.task_answered(record.task_id)
         return {}
 
     async def cancel(self, ctx: RequestContext) -> dict[str, Any]:
@@ -237,6 +241,14 @@ class TaskManager:
             return None
         answered = await self.store.answered(record.task_id, list(record.inputs))
         return {key: asked for key, asked in record.inputs.items() if key not in answered}
+
+    def _answered_elsewhere(self, task_id: str | None) -> None:
+        """Another instance stored answers for `task_id` (None: for any task, maybe)."""
+        if task_id is None:
+            for each in self.runs.values():
+                each.wake()
+        elif (run := self.runs.get(task_id)) is not None:
+            run.wake()
 
     # --- notifications ---------------------------------------------------------------------
 

@@ -115,16 +115,7 @@ class TaskRecord:
         inputs = self.inputs if outstanding is None else outstanding
         if status == wire.INPUT_REQUIRED and not inputs:
             status = wire.WORKING  # every question is answered: the task works on
-        out: dict[str, Any] = {
-            "taskId": self.task_id,
-            "status": status,
-            "createdAt": iso(self.created),
-            "lastUpdatedAt": iso(self.updated or self.created),
-            "ttlMs": self.ttl_ms,
-            "pollIntervalMs": self.poll_ms,
-        }
-        if self.message is not None:
-            out["statusMessage"] = self.message
+        out = self._task(status)
         if status == wire.INPUT_REQUIRED:
             out["inputRequests"] = inputs
         elif status == wire.COMPLETED:
@@ -135,10 +126,14 @@ class TaskRecord:
 
     def created_result(self) -> dict[str, Any]:
         """The `CreateTaskResult` for this task (its seed state, without any payload)."""
+        status = wire.WORKING if self.status == wire.INPUT_REQUIRED else self.status
+        return {"resultType": wire.RESULT_TYPE_TASK, **self._task(status)}
+
+    def _task(self, status: str) -> dict[str, Any]:
+        """The fields every wire form of the task has (`Task`), with `status`."""
         out: dict[str, Any] = {
-            "resultType": wire.RESULT_TYPE_TASK,
             "taskId": self.task_id,
-            "status": wire.WORKING if self.status == wire.INPUT_REQUIRED else self.status,
+            "status": status,
             "createdAt": iso(self.created),
             "lastUpdatedAt": iso(self.updated or self.created),
             "ttlMs": self.ttl_ms,

@@ -8,8 +8,11 @@ handler calling `await ctx.run_as_task()`, or the manager deciding so (`start_af
    `tasks/get` on any instance sharing the store finds it.
 2. The engine is given a `TaskAsker` (replay rule 10, a third asker beside replay and live):
    a question awaited from now on is put in the record's `inputRequests` (status
-   `input_required`) and the handler waits until `tasks/update` stored an answer for its key
-   (woken at once on this instance, by polling the store on another). Questions answered by
+   `input_required`) and the handler waits until `tasks/update` stored an answer for its key.
+   It is woken at once by the instance that stored it: directly on this one, through the
+   broker from another (`SubscriptionHub.task_answered`). It also looks at the store now and
+   then: every `ANSWER_POLL` seconds without a broker, every `ANSWER_FALLBACK_POLL` with one
+   (a signal the broker lost). Questions answered by
    MRTR before the task existed were answered on the original request, as the spec asks.
 3. The handler's logs and progress go to the listeners of the task (`notifications/tasks`
    streams); a progress message also becomes the task's `statusMessage`.
@@ -48,8 +51,11 @@ logger = logging.getLogger("mrtr.server")
 
 T = TypeVar("T")
 
-#: Seconds between two looks at the store for answers sent to another instance.
+#: Seconds between two looks at the store for answers sent to another instance, when no
+#: broker wakes the task.
 ANSWER_POLL = 0.2
+#: The same with a broker: only a lost wake-up signal waits this long.
+ANSWER_FALLBACK_POLL = 2.0
 
 
 def new_task_id() -> str:
@@ -193,9 +199,12 @@ class TaskRun:
         wake = asyncio.Event()
         self._waiters.add(wake)
         store = self.manager.store
+        poll = ANSWER_FALLBACK_POLL if self.manager.server._subscriptions.sharing else ANSWER_POLL
         completed = False
         try:
             while True:
+                # Cleared before looking: a wake-up arriving while the store answers counts.
+                wake.clear()
                 for key, (method, _) in questions.items():
                     if key not in got:
                         raw = await store.answer(record.task_id, key)
@@ -203,9 +212,8 @@ class TaskRun:
                             got[key] = validate_answer(key, method, raw)
                 if len(got) == len(questions):
                     break
-                wake.clear()
                 try:
-                    async with asyncio.timeout(ANSWER_POLL):
+                    async with asyncio.timeout(poll):
                         await wake.wait()
                 except TimeoutError:
                     pass
