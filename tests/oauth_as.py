@@ -15,6 +15,10 @@ Endpoints (relative to the issuer, which may carry a path such as ``/tenant1``):
   ``client_credentials``; ``resource`` (RFC 8707) becomes the token's ``aud``.
 * ``/introspect``: RFC 7662, for registered clients authenticating with their secret.
 
+A token request carrying a ``DPoP`` proof (RFC 9449: ES256, for this token endpoint) gets a
+DPoP-bound token (``token_type`` ``DPoP``, claim ``cnf.jkt``); a refresh of a bound grant
+needs a proof by the same key. `offer_dpop` advertises it in the metadata.
+
 Use it as ``async with AuthorizationServer() as auth_server:`` inside a test, or run
 ``python3 tests/oauth_as.py --port 9000`` to keep one up for trying the examples.
 """
@@ -35,8 +39,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
-from joserfc import jwt
-from joserfc.jwk import ECKey
+from joserfc import jws, jwt
+from joserfc.errors import JoseError
+from joserfc.jwk import ECKey, import_key
 
 __all__ = ["AuthorizationServer", "RegisteredClient", "basic_auth", "pkce_pair"]
 
@@ -83,6 +88,7 @@ class _Grant:
     code_challenge: str | None = None
     expires_at: float = 0.0
     refreshable: bool = True
+    jkt: str | None = None  # the DPoP key the tokens are bound to
 
 
 class _OAuthError(Exception):
@@ -102,7 +108,9 @@ class AuthorizationServer:
       (``authorization_response_iss_parameter_supported`` in the metadata);
     * `allow_dynamic_registration`, `scopes_supported` (advertised; also the grantable set
       when `restrict_scopes` is true);
-    * `default_resource`: the audience when a request names no ``resource``.
+    * `default_resource`: the audience when a request names no ``resource``;
+    * `offer_dpop`: advertise DPoP (``dpop_signing_alg_values_supported``); a token request
+      with a proof gets a bound token either way.
 
     What happened is recorded in `token_requests` (the form of each ``/token`` call),
     `authorize_requests`, `introspections`, `metadata_requests` (paths requested) and
@@ -131,6 +139,7 @@ class AuthorizationServer:
         self.advertise_iss = True
         self.allow_dynamic_registration = True
         self.default_resource: str | None = None
+        self.offer_dpop = False
         self.clients: dict[str, RegisteredClient] = {}
         self.token_requests: list[dict[str, str]] = []
         self.authorize_requests: list[dict[str, str]] = []
@@ -323,6 +332,8 @@ class AuthorizationServer:
         }
         if self.allow_dynamic_registration:
             document["registration_endpoint"] = issuer + "/register"
+        if self.offer_dpop:
+            document["dpop_signing_alg_values_supported"] = [ALGORITHM]
         return document
 
     async def _metadata(self, request: web.Request) -> web.Response:
@@ -423,6 +434,7 @@ class AuthorizationServer:
         self.token_requests.append(form)
         try:
             client = self._authenticate(request, form)
+            jkt = self._dpop_key(request)
             grant_type = form.get("grant_type")
             if grant_type not in client.grant_types:
                 raise _OAuthError("unauthorized_client", f"{grant_type!r} is not allowed")
@@ -440,9 +452,33 @@ class AuthorizationServer:
                 )
             else:
                 raise _OAuthError("unsupported_grant_type", f"unknown grant_type {grant_type!r}")
+            if grant.jkt is not None and grant.jkt != jkt:
+                raise _OAuthError("invalid_dpop_proof", "a bound grant needs a proof by its key")
+            grant.jkt = jkt
         except _OAuthError as error:
             return _error(error.error, error.description, error.status)
         return web.json_response(self._token_response(grant), headers={"Cache-Control": "no-store"})
+
+    def _dpop_key(self, request: web.Request) -> str | None:
+        """The thumbprint of the key of the request's DPoP proof (None without one)."""
+        proofs = request.headers.getall("DPoP", [])
+        if not proofs:
+            return None
+        try:
+            if len(proofs) != 1:
+                raise ValueError("one DPoP header")
+            header = jws.extract_compact(proofs[0].encode("ascii")).headers()
+            if header.get("typ") != "dpop+jwt" or "d" in header["jwk"]:
+                raise ValueError("not a DPoP proof")
+            key = import_key(header["jwk"])
+            body = jwt.decode(proofs[0], key, algorithms=[ALGORITHM]).claims
+            if body.get("htm") != "POST" or body.get("htu") != self.token_endpoint:
+                raise ValueError("a proof for another request")
+            if abs(time.time() - body.get("iat", 0)) > 60 or not body.get("jti"):
+                raise ValueError("a stale proof")
+        except (JoseError, ValueError, KeyError, TypeError) as exc:
+            raise _OAuthError("invalid_dpop_proof", f"the DPoP proof is invalid: {exc}") from None
+        return str(key.thumbprint())
 
     def _authenticate(self, request: web.Request, form: dict[str, str]) -> RegisteredClient:
         header = request.headers.get("Authorization", "")
@@ -504,7 +540,7 @@ class AuthorizationServer:
             if not set(scopes) <= set(grant.scopes):
                 raise _OAuthError("invalid_scope", "a refresh cannot widen the scope")
         resource = form.get("resource") or grant.resource
-        return _Grant(client.client_id, grant.subject, scopes, resource)
+        return _Grant(client.client_id, grant.subject, scopes, resource, jkt=grant.jkt)
 
     def _token_response(self, grant: _Grant) -> dict[str, Any]:
         token = self.issue_token(
@@ -512,10 +548,11 @@ class AuthorizationServer:
             client_id=grant.client_id,
             scopes=grant.scopes,
             audience=grant.resource,
+            extra=None if grant.jkt is None else {"cnf": {"jkt": grant.jkt}},
         )
         body: dict[str, Any] = {
             "access_token": token,
-            "token_type": "Bearer",
+            "token_type": "Bearer" if grant.jkt is None else "DPoP",
             "expires_in": self.access_token_ttl,
             "scope": " ".join(grant.scopes),
         }
@@ -532,6 +569,7 @@ class AuthorizationServer:
                 grant.scopes,
                 grant.resource,
                 expires_at=time.time() + self.refresh_token_ttl,
+                jkt=grant.jkt,
             )
             body["refresh_token"] = refresh
         return body

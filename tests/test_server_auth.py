@@ -40,6 +40,7 @@ from mrtr.client.auth import (
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
 from mrtr.server.auth import (
+    DEFAULT_DPOP_ALGORITHMS,
     IntrospectionVerifier,
     JWTVerifier,
     TokenVerifier,
@@ -274,6 +275,7 @@ async def test_protected_resource_metadata_at_the_path_and_the_root(
             "authorization_servers": [site.auth_server.issuer],
             "bearer_methods_supported": ["header"],
             "scopes_supported": ["mcp"],
+            "dpop_signing_alg_values_supported": list(DEFAULT_DPOP_ALGORITHMS),
         }
     async with http.post(site.base + "/.well-known/oauth-protected-resource") as response:
         assert response.status == 405

@@ -4,6 +4,7 @@
 server: it publishes its Protected Resource Metadata, verifies the bearer token of every
 request with `AuthSettings.verifier`, enforces scopes (server-wide and per tool), hands the
 verified `AccessToken` to handlers as `ctx.auth`, and binds sealed MRTR state to the caller.
+DPoP-bound tokens (RFC 9449) are accepted too, with their proofs checked (`DPoPSettings`).
 
 The built-in verifiers, `JWTVerifier` and `IntrospectionVerifier`, are imported when first
 named, so a server that uses neither never loads their dependencies.
@@ -14,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .principal import SCOPE_KEY, access_token_of, token_principal
-from .settings import AuthSettings, canonical_resource
+from .settings import DEFAULT_DPOP_ALGORITHMS, AuthSettings, DPoPSettings, canonical_resource
 from .token import AccessToken, TokenVerifier, VerifierUnavailable
 
 if TYPE_CHECKING:
@@ -39,9 +40,11 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "DEFAULT_DPOP_ALGORITHMS",
     "SCOPE_KEY",
     "AccessToken",
     "AuthSettings",
+    "DPoPSettings",
     "IntrospectionVerifier",
     "JWTVerifier",
     "TokenVerifier",

@@ -15,7 +15,17 @@ request and `refuse_call` for every JSON-RPC request it reads. Rules:
    `insufficient_scope`. A `tools/call` of a tool declared with `scopes=` the token lacks: 403
    naming every scope the call needs, in one challenge. Each MRTR round is a new request, so a
    later round is checked like the first.
-4. A verified token goes into the ASGI scope (`principal.SCOPE_KEY`), for `ctx.auth` and the
+4. `Authorization: DPoP <token>` with one `DPoP` proof (RFC 9449, unless `AuthSettings.dpop`
+   is None): the proof is checked (`dpop.py`), the token verified, and the token's `cnf.jkt`
+   must be the proof key's thumbprint. A bad proof, or a proof seen before: 401
+   `invalid_dpop_proof`; a token not bound to that key: 401 `invalid_token`; with
+   `require_nonce`, a proof without a fresh server nonce: 401 `use_dpop_nonce` and a
+   `DPoP-Nonce` header. A DPoP-bound token sent as `Bearer` is refused (RFC 9449 7.1).
+   Every 401 and 403 then carries two challenges, `Bearer` and `DPoP algs="..."`, the scheme
+   the request used first with the error.
+5. An `OPTIONS` request (a CORS preflight, which carries no credentials by design) is not
+   checked: the endpoint answers it as it does without `auth`.
+6. A verified token goes into the ASGI scope (`principal.SCOPE_KEY`), for `ctx.auth` and the
    default `ServerOptions.principal`, which also makes a legacy session belong to the caller
    that opened it (the session layer answers another caller's `Mcp-Session-Id` 404, as an
    unknown one). Every refusal carries a JSON-RPC error whose `data` has the OAuth `error`
@@ -24,8 +34,9 @@ request and `refuse_call` for every JSON-RPC request it reads. Rules:
 
 from __future__ import annotations
 
+import hmac
 import logging
-from collections.abc import Awaitable, Callable, Collection, MutableMapping
+from collections.abc import Awaitable, Callable, Collection, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -34,10 +45,11 @@ from ...protocol import jsonrpc
 from ...protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError
 from .principal import SCOPE_KEY
 from .settings import WELL_KNOWN, AuthSettings, expand_scopes
-from .token import AccessToken, VerifierUnavailable
+from .token import AccessToken, VerifierUnavailable, bound_key
 
 if TYPE_CHECKING:
     from ..server import Server
+    from .dpop import DPoPChecker
 
 logger = logging.getLogger("mrtr.auth")
 
@@ -46,6 +58,7 @@ Message = MutableMapping[str, Any]
 Send = Callable[[Message], Awaitable[None]]
 
 _AUTHORIZATION = b"authorization"
+_DPOP = b"dpop"
 _EXPIRY_LEEWAY = 60.0  # seconds past `expires_at` a verifier's answer is still taken
 _CORS = [
     (b"access-control-allow-origin", b"*"),
@@ -68,6 +81,9 @@ class BearerGuard:
         self._challenge = f'Bearer resource_metadata="{settings.metadata_url}"'
         if challenge_scopes:
             self._challenge += f', scope="{" ".join(challenge_scopes)}"'
+        # The DPoP challenge (RFC 9449 7.1): the same parameters, and the proof algorithms.
+        self._dpop_algs = None if settings.dpop is None else " ".join(settings.dpop.algorithms)
+        self._dpop_checker: DPoPChecker | None = None  # built on the first DPoP request
 
     # --- every HTTP request (rules 1, 2) ------------------------------------------------
 
@@ -78,6 +94,10 @@ class BearerGuard:
             return False
         if endpoint is not None and route != endpoint:
             return True  # not the endpoint: the app's own 404
+        if scope["method"] == "OPTIONS":
+            # A CORS preflight never carries credentials: the endpoint answers it exactly as
+            # without auth (405: it takes POST), and no token is looked at or recorded.
+            return True
         if _token_in_query(scope.get("query_string", b"")):
             await self._refuse(
                 send,
@@ -95,16 +115,44 @@ class BearerGuard:
             await self._refuse(send, 400, "invalid_request", "send one Authorization header")
             return False
         scheme, _, raw = found[0].decode("latin-1").strip().partition(" ")
-        if scheme.lower() != "bearer":
+        scheme = scheme.lower()
+        dpop = scheme == "dpop" and self._dpop_algs is not None
+        if scheme != "bearer" and not dpop:
             await self._refuse(
                 send, 401, None, "this server takes OAuth bearer tokens (Authorization: Bearer)"
             )
             return False
+        used = "DPoP" if dpop else "Bearer"
         credential = raw.strip()
         if not credential or any(c.isspace() for c in credential):
-            await self._refuse(send, 400, "invalid_request", "the Bearer credentials are malformed")
+            await self._refuse(
+                send, 400, "invalid_request", f"the {used} credentials are malformed"
+            )
             return False
-        token = await self._verify(send, credential)
+        if dpop:
+            token = await self._admit_dpop(scope, send, credential)
+        else:
+            dpop_settings = self.settings.dpop
+            if dpop_settings is not None and dpop_settings.required:
+                await self._refuse(
+                    send,
+                    401,
+                    "invalid_token",
+                    "this server takes DPoP-bound tokens only (Authorization: DPoP, with a "
+                    "DPoP proof)",
+                )
+                return False
+            token = await self._verify(send, credential)
+            if token is not None and bound_key(token) is not None:
+                # RFC 9449 7.1: a bound token without its proof is what a thief would send.
+                await self._refuse(
+                    send,
+                    401,
+                    "invalid_token",
+                    "the access token is bound to a DPoP key: send it as Authorization: DPoP, "
+                    "with a DPoP proof",
+                )
+                return False
         if token is None:
             return False
         if self._required and not self._required <= self._held(token):
@@ -114,12 +162,102 @@ class BearerGuard:
                 "insufficient_scope",
                 "the access token lacks scopes this server requires",
                 self._required,
+                scheme=used,
             )
             return False
         scope[SCOPE_KEY] = token
         return True
 
-    async def _verify(self, send: Send, credential: str) -> AccessToken | None:
+    async def _admit_dpop(self, scope: Scope, send: Send, credential: str) -> AccessToken | None:
+        """The token of a `DPoP` request whose proof, binding and freshness hold; None once
+        the request has been answered."""
+        from .dpop import DPoPError
+
+        checker = self._dpop()
+        proofs = [value for name, value in scope["headers"] if name == _DPOP]
+        if len(proofs) != 1:
+            await self._refuse(
+                send,
+                401,
+                "invalid_dpop_proof",
+                "send exactly one DPoP header with the DPoP proof of this request",
+                scheme="DPoP",
+            )
+            return None
+        try:
+            proof = checker.check(
+                proofs[0].decode("latin-1"), scope["method"], scope["path"], credential
+            )
+        except DPoPError as exc:
+            logger.debug("DPoP proof refused: %s", exc.description)
+            await self._refuse(send, 401, exc.error, exc.description, scheme="DPoP")
+            return None
+        if checker.settings.require_nonce and not checker.nonce_ok(proof.nonce):
+            await self._refuse(
+                send,
+                401,
+                "use_dpop_nonce",
+                "the DPoP proof must carry the nonce of the DPoP-Nonce header",
+                scheme="DPoP",
+                nonce=checker.nonce(),
+            )
+            return None
+        token = await self._verify(send, credential, scheme="DPoP")
+        if token is None:
+            return None
+        jkt = bound_key(token)
+        if jkt is None or not hmac.compare_digest(jkt, proof.jkt):
+            await self._refuse(
+                send,
+                401,
+                "invalid_token",
+                "the access token is not bound to the key that signed the DPoP proof",
+                scheme="DPoP",
+            )
+            return None
+        # Last, so that only a proof with a valid bound token takes a place in the store.
+        try:
+            first = await checker.first_use(proof)
+        except Exception:
+            logger.exception("could not record a DPoP proof; the request is refused")
+            await self._refuse(
+                send,
+                503,
+                "temporarily_unavailable",
+                "the server cannot check DPoP proofs right now; retry shortly",
+                retry=True,
+            )
+            return None
+        if not first:
+            await self._refuse(
+                send,
+                401,
+                "invalid_dpop_proof",
+                "this DPoP proof was used before; make a fresh proof for each request",
+                scheme="DPoP",
+            )
+            return None
+        return token
+
+    def _dpop(self) -> DPoPChecker:
+        checker = self._dpop_checker
+        if checker is None:
+            # Imported here: a server whose clients never use DPoP never loads the JOSE library.
+            from .dpop import DPoPChecker
+
+            assert self.settings.dpop is not None
+            options = self.server.options
+            checker = self._dpop_checker = DPoPChecker(
+                self.settings.dpop,
+                self.settings.resource,
+                options.store,
+                _first_secret(options.request_state_key),
+            )
+        return checker
+
+    async def _verify(
+        self, send: Send, credential: str, scheme: str = "Bearer"
+    ) -> AccessToken | None:
         try:
             token = await self.settings.verifier.verify(credential)
         except VerifierUnavailable as exc:
@@ -145,6 +283,7 @@ class BearerGuard:
                 "invalid_token",
                 "the access token is invalid, expired, or not issued for this server; get a "
                 "new one from the authorization server",
+                scheme=scheme,
             )
             return None
         return token
@@ -170,6 +309,7 @@ class BearerGuard:
             f"tool {name!r} needs the scopes {' '.join(sorted(needed))}",
             self._required | needed,
             message.get("id"),
+            scheme="DPoP" if isinstance(token, AccessToken) and bound_key(token) else "Bearer",
         )
         return True
 
@@ -198,6 +338,8 @@ class BearerGuard:
         scopes: Collection[str] | None = None,
         request_id: Any = None,
         retry: bool = False,
+        scheme: str = "Bearer",
+        nonce: str | None = None,
     ) -> None:
         if scopes is None:
             challenge = self._challenge
@@ -206,11 +348,25 @@ class BearerGuard:
                 f'Bearer resource_metadata="{self.settings.metadata_url}", '
                 f'scope="{" ".join(sorted(scopes))}"'
             )
-        if error is not None:
-            challenge += f', error="{error}", error_description="{description}"'
         headers = [(b"content-type", b"application/json")]
         if status in (401, 403):
-            headers.append((b"www-authenticate", challenge.encode("latin-1")))
+            # The scheme the request used comes first, with the error: a client acts on the
+            # first challenge it knows.
+            bearer, dpop = challenge, None
+            if self._dpop_algs is not None:
+                dpop = f'DPoP algs="{self._dpop_algs}", {challenge[len("Bearer ") :]}'
+            if error is not None:
+                error_params = f', error="{error}", error_description="{description}"'
+                if scheme == "DPoP" and dpop is not None:
+                    dpop += error_params
+                else:
+                    bearer += error_params
+            ordered = [dpop, bearer] if scheme == "DPoP" else [bearer, dpop]
+            for value in ordered:
+                if value is not None:
+                    headers.append((b"www-authenticate", value.encode("latin-1")))
+        if nonce is not None:
+            headers.append((b"dpop-nonce", nonce.encode("ascii")))
         if retry:
             headers.append((b"retry-after", b"5"))
         titles = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden"}
@@ -229,6 +385,17 @@ class BearerGuard:
             )
         )
         await _send(send, status, body, headers)
+
+
+def _first_secret(key: str | bytes | Sequence[str | bytes] | None) -> bytes | None:
+    # The sealing secret (the first of a rotation list), which DPoP nonces are derived from.
+    if key is None:
+        return None
+    if not isinstance(key, str | bytes):
+        key = key[0] if key else None
+        if key is None:
+            return None
+    return key.encode("utf-8") if isinstance(key, str) else bytes(key)
 
 
 def _token_in_query(query: bytes) -> bool:

@@ -21,6 +21,9 @@ WELL_KNOWN = "/.well-known/oauth-protected-resource"
 
 _LOOPBACK = frozenset(("localhost", "127.0.0.1", "::1"))
 
+#: The DPoP proof algorithms accepted by default: asymmetric only (RFC 9449 4.3).
+DEFAULT_DPOP_ALGORITHMS = ("ES256", "ES384", "ES512", "PS256", "PS384", "PS512", "RS256", "EdDSA")
+
 
 def canonical_resource(url: str) -> str:
     """`url` in the form audiences are compared in (RFC 8707): scheme and host lowercased, no
@@ -66,6 +69,47 @@ def expand_scopes(
 
 
 @dataclass(slots=True)
+class DPoPSettings:
+    """How DPoP-bound tokens (`Authorization: DPoP <token>` with a `DPoP` proof, RFC 9449) are
+    checked.
+
+    `algorithms`: the proof signature algorithms accepted (asymmetric only), advertised in the
+    challenge (`algs`) and the metadata. `proof_window`: seconds a proof's `iat` may lie from
+    the server's clock, either way; its `jti` is remembered that long, twice over, to refuse a
+    replay. `require_nonce`: proofs must carry a nonce the server issued (`DPoP-Nonce`; a
+    proof without a valid one gets 401 `use_dpop_nonce` with a fresh one). `nonce_lifetime`:
+    seconds one nonce is issued for (it is accepted for up to twice that). `nonce_key`: the
+    secret nonces are derived from (32 bytes or more); None derives one from the server's
+    `request_state_key`, or, without one, draws a random key per process. `required`: refuse
+    plain bearer tokens (only DPoP-bound tokens are accepted).
+    """
+
+    algorithms: Sequence[str] = DEFAULT_DPOP_ALGORITHMS
+    proof_window: float = 60.0
+    require_nonce: bool = False
+    nonce_lifetime: float = 300.0
+    nonce_key: bytes | None = None
+    required: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.algorithms, str):
+            self.algorithms = [self.algorithms]
+        bad = [a for a in self.algorithms if a == "none" or a.startswith("HS")]
+        if bad or not self.algorithms:
+            raise ValueError(
+                "DPoPSettings.algorithms must be asymmetric signature algorithms (ES256, "
+                f"RS256, EdDSA...); not {bad or 'empty'}"
+            )
+        self.algorithms = tuple(self.algorithms)
+        for name in ("proof_window", "nonce_lifetime"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and 0 < value < float("inf")):
+                raise ValueError(f"DPoPSettings.{name} must be a number of seconds > 0")
+        if self.nonce_key is not None and len(self.nonce_key) < 32:
+            raise ValueError("DPoPSettings.nonce_key must be at least 32 bytes")
+
+
+@dataclass(slots=True)
 class AuthSettings:
     """How the Streamable HTTP endpoint is protected (OAuth 2.1 resource server).
 
@@ -79,6 +123,8 @@ class AuthSettings:
     narrower ones each implies (`{"admin": ["tools:write"]}`), applied when checking.
     `resource_name` / `resource_documentation`: shown to people by clients that display the
     metadata. Tools declare their own scopes with `@server.tool(scopes=[...])`.
+    `dpop`: how DPoP-bound tokens are checked (`DPoPSettings`); None refuses the `DPoP`
+    scheme, and a DPoP-bound token is then refused in any form.
 
     Only the HTTP transport checks tokens: on stdio the spec has the server take credentials
     from its environment instead, and `ctx.auth` is None.
@@ -92,6 +138,7 @@ class AuthSettings:
     scope_hierarchy: Mapping[str, Collection[str]] = field(default_factory=dict)
     resource_name: str | None = None
     resource_documentation: str | None = None
+    dpop: DPoPSettings | None = field(default_factory=DPoPSettings)
 
     def __post_init__(self) -> None:
         try:
@@ -126,6 +173,10 @@ class AuthSettings:
             broad: frozenset([narrow] if isinstance(narrow, str) else narrow)
             for broad, narrow in self.scope_hierarchy.items()
         }
+        if self.dpop is not None and not isinstance(self.dpop, DPoPSettings):
+            raise ValueError(
+                f"AuthSettings.dpop must be a DPoPSettings or None, not {type(self.dpop).__name__}"
+            )
         if urlsplit(canonical).scheme == "http" and urlsplit(canonical).hostname not in _LOOPBACK:
             logger.warning(
                 "AuthSettings.resource %s is plain http: bearer tokens would cross the network "
@@ -163,12 +214,18 @@ class AuthSettings:
             document["resource_name"] = self.resource_name
         if self.resource_documentation is not None:
             document["resource_documentation"] = self.resource_documentation
+        if self.dpop is not None:
+            document["dpop_signing_alg_values_supported"] = list(self.dpop.algorithms)
+            if self.dpop.required:
+                document["dpop_bound_access_tokens_required"] = True
         return document
 
 
 __all__ = [
+    "DEFAULT_DPOP_ALGORITHMS",
     "WELL_KNOWN",
     "AuthSettings",
+    "DPoPSettings",
     "audience_matches",
     "canonical_resource",
     "expand_scopes",

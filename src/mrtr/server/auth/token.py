@@ -92,4 +92,19 @@ def audiences(value: Any) -> tuple[str, ...]:
     return ()
 
 
-__all__ = ["AccessToken", "TokenVerifier", "VerifierUnavailable", "audiences", "split_scopes"]
+def bound_key(token: AccessToken) -> str | None:
+    """The thumbprint of the DPoP key `token` is bound to (its `cnf.jkt`, RFC 9449 6), or
+    None for a token bound to no key."""
+    cnf = token.claims.get("cnf")
+    jkt = cnf.get("jkt") if isinstance(cnf, dict) else None
+    return jkt if isinstance(jkt, str) else None
+
+
+__all__ = [
+    "AccessToken",
+    "TokenVerifier",
+    "VerifierUnavailable",
+    "audiences",
+    "bound_key",
+    "split_scopes",
+]
