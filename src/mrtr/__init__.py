@@ -84,7 +84,7 @@ from .protocol.versions import (
     SUPPORTED_PROTOCOL_VERSIONS,
 )
 from .server import RequestContext, Server, ServerOptions
-from .server.auth import AccessToken, AuthSettings, TokenVerifier
+from .server.auth import AccessToken, AuthSettings, DPoPSettings, TokenVerifier
 from .server.content import Audio, File, Image
 from .server.lifespan import LifespanError, State
 from .server.session import LegacySession
@@ -115,6 +115,7 @@ __all__ = [
     "ContentBlock",
     "CreateMessageRequestParams",
     "CreateMessageResult",
+    "DPoPSettings",
     "DetailedTask",
     "DiscoverResult",
     "ElicitRequestFormParams",
