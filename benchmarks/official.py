@@ -87,6 +87,11 @@ async def _add(a: int, b: int) -> str:
     return str(a + b)
 
 
+def _add_sync(a: int, b: int) -> str:
+    # The sync form, which MCPServer runs in a worker thread (`anyio.to_thread`).
+    return str(a + b)
+
+
 def _question_chain(k: int) -> Callable[..., Awaitable[str]]:
     """A tool whose k resolvers each depend on the previous one.
 
@@ -128,7 +133,7 @@ def _make_question(
 
 
 def build_mcpserver(name: str = "bench") -> MCPServer:
-    """`MCPServer` with `confirm`, `add`, and `ask1`..`ask10`.
+    """`MCPServer` with `confirm`, `add` (and its sync form `add_sync`), and `ask1`..`ask10`.
 
     Sealing is the framework default (`RequestStateSecurity.ephemeral()`);
     tools return plain text (`structured_output=False`) so no output schema is
@@ -138,6 +143,7 @@ def build_mcpserver(name: str = "bench") -> MCPServer:
     server.add_tool(_confirm, name="confirm", structured_output=False)
     server.add_tool(_confirm_live, name="confirm_live", structured_output=False)
     server.add_tool(_add, name="add", structured_output=False)
+    server.add_tool(_add_sync, name="add_sync", structured_output=False)
     for k in range(1, MAX_QUESTIONS + 1):
         server.add_tool(_question_chain(k), name=f"ask{k}", structured_output=False)
     return server

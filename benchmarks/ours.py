@@ -6,7 +6,8 @@ The server holds the same tools as the official fixtures:
   legacy (`initialize`-based) session the same handler asks it live instead, and
   is also registered as `confirm_live`, the name of the official SDK's classic
   (legacy-only) form of the question;
-* `add` answers at once (no MRTR round);
+* `add` answers at once (no MRTR round); `add_sync` is the same as a plain `def`, which
+  runs in a worker thread;
 * `ask1` .. `ask10` ask k questions one after another (k+1 rounds, replaying the
   handler from the top on each round).
 
@@ -74,6 +75,11 @@ async def _add(a: int, b: int) -> str:
     return str(a + b)
 
 
+def _add_sync(a: int, b: int) -> str:
+    # A plain `def`: the server runs it in a worker thread (`worker_threads.py`).
+    return str(a + b)
+
+
 def _question_chain(k: int) -> Callable[[RequestContext], Awaitable[str]]:
     """A tool asking k questions one after another: k input-required rounds, then the result.
 
@@ -101,6 +107,7 @@ def build_server(name: str = "bench") -> Server:
     # One handler serves both eras, so the legacy flow's tool is the very same function.
     server.tool("confirm_live", structured_output=False)(_confirm)
     server.tool("add", structured_output=False)(_add)
+    server.tool("add_sync", structured_output=False)(_add_sync)
     for k in range(1, MAX_QUESTIONS + 1):
         server.tool(f"ask{k}", structured_output=False)(_question_chain(k))
     return server

@@ -219,6 +219,23 @@ async def run_inproc(s: Settings) -> dict[str, Workload]:
             },
             s,
         )
+        plain = await timed(
+            {
+                "official/mcpserver": partial(tool_calls.plain_call_once, mcp),
+                "official/mcpserver_sync": partial(tool_calls.plain_sync_call_once, mcp),
+                "ours/mrtr": partial(tool_calls.plain_call_once, our),
+                "ours/mrtr_sync": partial(tool_calls.plain_sync_call_once, our),
+            },
+            s,
+        )
+    plain_workload = Workload(
+        "In-process plain tools/call: an async tool, and the same as a sync `def` tool",
+        "s/call",
+        notes=[
+            "the sync form runs in a worker thread in both SDKs (ours: ServerOptions.sync_workers; "
+            "MCPServer: anyio.to_thread)",
+        ],
+    )
     workload = Workload(
         "In-process MRTR flow (one elicitation, two rounds)",
         "s/flow",
@@ -228,7 +245,10 @@ async def run_inproc(s: Settings) -> dict[str, Workload]:
             "ours: Client.in_memory(server), JSON-encoded and decoded both ways, state sealed",
         ],
     )
-    return {"inproc_mrtr_flow": _split(results, workload)}
+    return {
+        "inproc_mrtr_flow": _split(results, workload),
+        "inproc_plain_call": _split(plain, plain_workload),
+    }
 
 
 async def run_http(s: Settings, which: Sequence[str]) -> dict[str, Workload]:
@@ -626,6 +646,16 @@ def build_rows(results: Mapping[str, Workload]) -> list[Any]:
             )
 
     flow_rows("inproc_mrtr_flow", "in-process MRTR flow")
+    if "inproc_plain_call" in results:
+        w = results["inproc_plain_call"]
+        for variant, label in (("", "async tool"), ("_sync", "sync tool in a thread")):
+            rows.append(
+                Row(
+                    f"in-process plain call, {label} vs MCPServer",
+                    _median(w, "official", "mcpserver" + variant),
+                    _median(w, "ours", "mrtr" + variant),
+                )
+            )
     flow_rows("http_mrtr_flow", "HTTP MRTR flow")
     if "http_mrtr_flow" in results:
         w = results["http_mrtr_flow"]

@@ -42,3 +42,8 @@ async def plain_call_once(client: ToolCaller) -> None:
 async def growth_flow_once(client: ToolCaller, k: int) -> None:
     """One flow of `ask{k}`: k questions asked one after another, k+1 rounds."""
     expect_text(await client.call_tool(f"ask{k}", {}), "yes")
+
+
+async def plain_sync_call_once(client: ToolCaller) -> None:
+    """One `tools/call` of `add_sync(2, 3)`: a plain `def` tool, run in a worker thread."""
+    expect_text(await client.call_tool("add_sync", {"a": 2, "b": 3}), "5")

@@ -3,7 +3,8 @@
 KIND is `ours` (`mrtr`'s `asgi_app()`), `mcpserver` or `lowlevel` (the official SDK's two
 forms in JSON-response mode), `mcpserver-sse` or `lowlevel-sse` (the same in the SDK's SSE
 mode, which legacy sessions need for a live question), or `floor` (a bare ASGI app answering a
-fixed JSON document). Every kind runs under the one uvicorn configuration
+fixed JSON document). Every kind has its startup heap frozen out of the cycle collector
+(`gc.freeze`, as `mrtr`'s `serve_http` does) and runs under the one uvicorn configuration
 (`harness.uvicorn_config`: httptools, uvloop, access log off) on a loopback port the process
 binds itself; once uvicorn is serving it prints `READY <port>` on stdout. SIGTERM or SIGINT
 shuts it down. With `--profile STATS_PATH`, SIGUSR1 starts cProfile (counting CPU time) and
@@ -13,6 +14,7 @@ the stats are written at exit.
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +53,12 @@ async def serve(kind: str) -> None:
     from benchmarks.harness import _loopback_socket, uvicorn_config
 
     app, lifespan = build_app(kind)
+    # Every kind alike: the startup heap (modules, the app) is frozen out of the cycle
+    # collector, as `mrtr`'s `serve_http` does in production. Otherwise each full collection
+    # walks it all (~100k objects, 60-90 ms here), which under 32 legacy sessions happened
+    # every half second and set the p99 (see RESULTS.md).
+    gc.collect()
+    gc.freeze()
     sock = _loopback_socket()
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn_config(app, port, lifespan=lifespan))

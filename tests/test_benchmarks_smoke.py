@@ -21,6 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = {
     "inproc_mrtr_flow",
+    "inproc_plain_call",
     "http_mrtr_flow",
     "stdio_mrtr_flow",
     "http_plain_call",
@@ -141,6 +142,42 @@ def test_the_legacy_workloads_have_their_rows_in_the_table(
         for form in ("MCPServer", "low-level"):
             assert f"{label} vs {form}" in labels
             assert f"{label} vs {form}" in stdout
+
+
+def test_the_sync_tool_rows_are_measured_for_both_sdks(
+    report: tuple[dict[str, Any], str],
+) -> None:
+    data, stdout = report
+    plain = data["workloads"]["inproc_plain_call"]
+    assert set(plain["official"]) == {"mcpserver", "mcpserver_sync"}
+    assert set(plain["ours"]) == {"mrtr", "mrtr_sync"}
+    for label in ("async tool", "sync tool in a thread"):
+        assert f"in-process plain call, {label} vs MCPServer" in stdout
+
+
+async def test_the_sync_tool_runs_in_a_worker_thread_in_both_sdks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The row measures a `def` tool off the event loop: check that both fixtures put it there.
+    import threading
+
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import official, ours, tool_calls
+
+    threads: list[str] = []
+
+    def add_sync(a: int, b: int) -> str:
+        threads.append(threading.current_thread().name)
+        return str(a + b)
+
+    for module in (ours, official):
+        monkeypatch.setattr(module, "_add_sync", add_sync)
+    async with ours.inproc_client() as client:
+        await tool_calls.plain_sync_call_once(client)
+    async with official.inproc_client("mcpserver") as client:
+        await tool_calls.plain_sync_call_once(client)
+    main = threading.main_thread().name
+    assert len(threads) == 2 and main not in threads, threads
 
 
 def test_the_table_and_targets_are_printed(report: tuple[dict[str, Any], str]) -> None:

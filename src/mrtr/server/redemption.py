@@ -35,6 +35,7 @@ a state a custom verifier returned without a flow id.
 from __future__ import annotations
 
 import asyncio
+import binascii
 import contextlib
 import hashlib
 import logging
@@ -101,11 +102,13 @@ _REFUSALS: Final = frozenset((INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 
 
 def _answers_digest(responses: Any) -> bytes:
+    # The answers in the order the client sent them (not re-sorted): a client re-sending its
+    # request sends the same body, and a digest only decides whether a warning is logged.
     try:
-        encoded = orjson.dumps(responses, option=orjson.OPT_SORT_KEYS)
+        encoded = orjson.dumps(responses)
     except TypeError:  # answers orjson cannot write (checked on arrival, so rare): by repr
         encoded = repr(responses).encode("utf-8", "surrogatepass")
-    return hashlib.blake2b(encoded, digest_size=_DIGEST_LEN // 2).hexdigest().encode("ascii")
+    return binascii.hexlify(hashlib.blake2b(encoded, digest_size=_DIGEST_LEN // 2).digest())
 
 
 class _Throttle:
@@ -176,23 +179,43 @@ class Redemptions:
         """`run()`'s result the first time this round of this flow is redeemed, and the same
         outcome (result or error) on every later redemption (see the module docstring)."""
         store = self.store
-        key = self.key(verified)
+        key = f"mrtr/round/{verified.flow_id}/{verified.round}"
         digest = _answers_digest(responses)
         kept_for = self._outcome_ttl(verified)
         running_for = kept_for if self.round_timeout <= 0 else self.round_timeout + _MARGIN
         running_for = min(running_for, kept_for)
         running = _RUNNING + digest + PROCESS_ID.encode()
+        # The first redemption, every flow's case: claim the round and run it.
+        if await store.add(key, running, running_for):
+            beat = self._beat
+            if beat is None or beat.done():
+                await self._beating()
+            return await self._run(key, digest, kept_for, binding, run)
+        return await self._again(key, digest, kept_for, running, running_for, binding, run)
+
+    async def _again(
+        self,
+        key: str,
+        digest: bytes,
+        kept_for: float,
+        running: bytes,
+        running_for: float,
+        binding: StateBinding,
+        run: Callable[[], Awaitable[dict[str, Any]]],
+    ) -> dict[str, Any]:
+        """A round already claimed: its outcome, once it has one (rules 1 and 3)."""
+        store = self.store
         started = self.clock()
         waited_until = started + running_for
         next_check = started + _LIVENESS_CHECK
         delay = _FIRST_POLL
         while True:
-            if await store.add(key, running, running_for):
-                await self._beating()
-                return await self._run(key, digest, kept_for, binding, run)
             record = await store.get(key)
-            if record is None:
-                continue  # expired or dropped since the `add`: claim it again
+            if record is None:  # expired or dropped since it was claimed: claim it again
+                if await store.add(key, running, running_for):
+                    await self._beating()
+                    return await self._run(key, digest, kept_for, binding, run)
+                continue
             if record[:1] != _RUNNING:
                 return self._replay(record, digest, binding)
             now = self.clock()

@@ -370,12 +370,22 @@ class Round:
         what: str | None,
     ) -> dict[str, Any]:
         # A legacy session: nothing sealed or restored, and a manual-style handler is driven.
-        result = render(await self._run_live(invoke, what))
-        asker = self.ctx._engine.asker
+        ctx = self.ctx
+        asker = ctx._engine.asker
         assert asker is not None
-        while isinstance(result, InputRequiredResult):
-            result = render(await self._drive(asker, result, invoke, what))
-        return result
+        try:
+            result = render(await self._run_live(invoke, what))
+            while isinstance(result, InputRequiredResult):
+                result = render(await self._drive(asker, result, invoke, what))
+            return result
+        finally:
+            # The live asker and the context refer to each other: cut at the request's end, so
+            # that the request's objects go with their last reference instead of piling up for
+            # full collections (under many legacy clients, pauses of tens of ms). A request
+            # that became a task has the task's asker by now, which stays.
+            engine = ctx._engine
+            if engine.asker is asker:
+                engine.asker = None
 
     async def _run_live(
         self, invoke: Callable[[RequestContext], Awaitable[Any]], what: str | None
