@@ -43,6 +43,13 @@ async def pid() -> int:
 
 
 @server.tool()
+async def frozen() -> int:
+    import gc
+
+    return gc.get_freeze_count()
+
+
+@server.tool()
 async def runtime() -> dict[str, object]:
     import asyncio
     import sys
@@ -210,6 +217,9 @@ async def test_two_workers_share_the_key_from_a_file_and_serve_every_flow(
     assert len(served) == 2 and process.pid not in served  # the two workers, not the parent
     failed = [r for r in results if r["action"] != "accept"]
     assert failed == [] and len(results) >= 8
+    # Each worker froze its startup heap out of the cycle collector, as `serve_http` does.
+    reply = await post(url, tools_call("frozen"))
+    assert reply["result"]["structuredContent"]["result"] > 10_000
 
 
 def test_several_workers_without_a_key_refuse_to_start(server_file: Path) -> None:

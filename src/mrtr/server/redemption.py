@@ -28,6 +28,12 @@ So each redemption is recorded in the server's `Store`, under the state's flow i
    first request still gets it, a replay gets the uniform -32602 invalid requestState, and
    the cause goes to the log.
 
+5. A round may settle its outcome before its run ends (`EarlyOutcome`): a call that became a
+   task answers its request with the `CreateTaskResult` while the handler runs on for as long
+   as the task lives, far past the "running" record's expiry. That answer is the round's
+   outcome, so a re-sent round gets the same task at any time, and the run's own end records
+   nothing more.
+
 Round 0 carries no state and is never recorded; nor are legacy sessions (no sealed state), nor
 a state a custom verifier returned without a flow id.
 """
@@ -65,6 +71,7 @@ __all__ = [
     "LIVENESS_TTL",
     "NEVER_EXPIRING_OUTCOME_TTL",
     "PROCESS_ID",
+    "EarlyOutcome",
     "Redemptions",
 ]
 
@@ -129,6 +136,29 @@ class _Throttle:
         return True
 
 
+class EarlyOutcome:
+    """Lets a redeemed round record its outcome before its run ends (rule 5 above).
+
+    Made by the caller of `Redemptions.redeem` and passed to it; the run calls `settle` with
+    what its request answered. Outside a redeemed round (round 0, no store) `settle` records
+    nothing.
+    """
+
+    __slots__ = ("_keep", "settled")
+
+    def __init__(self) -> None:
+        self._keep: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+        self.settled = False
+
+    async def settle(self, outcome: dict[str, Any]) -> None:
+        """Record `outcome` as the round's, once: a re-sent round gets it from now on."""
+        if self.settled:
+            return
+        self.settled = True
+        if self._keep is not None:
+            await self._keep(outcome)
+
+
 class Redemptions:
     """Records each redemption of a sealed state in `store`, so a round runs at most once."""
 
@@ -175,9 +205,11 @@ class Redemptions:
         verified: VerifiedState,
         responses: Any,
         run: Callable[[], Awaitable[dict[str, Any]]],
+        early: EarlyOutcome | None = None,
     ) -> dict[str, Any]:
         """`run()`'s result the first time this round of this flow is redeemed, and the same
-        outcome (result or error) on every later redemption (see the module docstring)."""
+        outcome (result or error) on every later redemption (see the module docstring); `early`
+        lets the run settle that outcome before it ends (rule 5)."""
         store = self.store
         key = f"mrtr/round/{verified.flow_id}/{verified.round}"
         digest = _answers_digest(responses)
@@ -190,8 +222,8 @@ class Redemptions:
             beat = self._beat
             if beat is None or beat.done():
                 await self._beating()
-            return await self._run(key, digest, kept_for, binding, run)
-        return await self._again(key, digest, kept_for, running, running_for, binding, run)
+            return await self._run(key, digest, kept_for, binding, run, early)
+        return await self._again(key, digest, kept_for, running, running_for, binding, run, early)
 
     async def _again(
         self,
@@ -202,6 +234,7 @@ class Redemptions:
         running_for: float,
         binding: StateBinding,
         run: Callable[[], Awaitable[dict[str, Any]]],
+        early: EarlyOutcome | None,
     ) -> dict[str, Any]:
         """A round already claimed: its outcome, once it has one (rules 1 and 3)."""
         store = self.store
@@ -214,7 +247,7 @@ class Redemptions:
             if record is None:  # expired or dropped since it was claimed: claim it again
                 if await store.add(key, running, running_for):
                     await self._beating()
-                    return await self._run(key, digest, kept_for, binding, run)
+                    return await self._run(key, digest, kept_for, binding, run, early)
                 continue
             if record[:1] != _RUNNING:
                 return self._replay(record, digest, binding)
@@ -228,7 +261,7 @@ class Redemptions:
             if now >= next_check:
                 next_check = now + _LIVENESS_CHECK
                 if await self._take_over(key, record, running, running_for, binding):
-                    return await self._run(key, digest, kept_for, binding, run)
+                    return await self._run(key, digest, kept_for, binding, run, early)
             await asyncio.sleep(delay)
             delay = min(delay * 2, _LAST_POLL)
 
@@ -277,18 +310,29 @@ class Redemptions:
         kept_for: float,
         binding: StateBinding,
         run: Callable[[], Awaitable[dict[str, Any]]],
+        early: EarlyOutcome | None = None,
     ) -> dict[str, Any]:
+        if early is not None:
+
+            async def settle(outcome: dict[str, Any]) -> None:
+                await self._keep(key, _RESULT, digest, outcome, kept_for, binding)
+
+            early._keep = settle
         # A cancellation (or a process that dies) leaves "running" to expire on its own: the
         # handler may have got past its side effect, so the round is not simply reopened.
         try:
             result = await run()
         except McpError as exc:
+            if early is not None and early.settled:
+                raise  # rule 5: the round's outcome is already recorded
             if exc.code in _REFUSALS:
                 await self._release(key, binding)
             else:
                 await self._keep(key, _ERROR, digest, exc.to_error(), kept_for, binding)
             raise
         except Exception:
+            if early is not None and early.settled:
+                raise
             # The dispatcher logs it and answers this generic error; a replay gets it too.
             error = {
                 "code": INTERNAL_ERROR,
@@ -296,7 +340,8 @@ class Redemptions:
             }
             await self._keep(key, _ERROR, digest, error, kept_for, binding)
             raise
-        await self._keep(key, _RESULT, digest, result, kept_for, binding)
+        if early is None or not early.settled:
+            await self._keep(key, _RESULT, digest, result, kept_for, binding)
         return result
 
     async def _release(self, key: str, binding: StateBinding) -> None:

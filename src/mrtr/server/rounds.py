@@ -35,7 +35,7 @@ from ..protocol.errors import (
 from ..settings import request_state_key as request_state_key_from_env
 from ..settings import request_state_verify_keys as request_state_verify_keys_from_env
 from .input_bounds import check_arguments, check_responses, state_too_large
-from .redemption import Redemptions
+from .redemption import EarlyOutcome, Redemptions
 from .replay import STOPPED, Asker, Failure, Replay, RoundState, question_digest
 from .request_state import (
     InvalidRequestState,
@@ -334,9 +334,18 @@ class Round:
         if verified is not None and redemptions is not None and verified.flow_id:
             # A sealed state is redeemed once: a repeat gets the first outcome (redemption.py).
             return await redemptions.redeem(
-                self.binding, verified, responses, lambda: self._execute(invoke, render, what)
+                self.binding,
+                verified,
+                responses,
+                lambda: self._execute(invoke, render, what),
+                self._early_outcome(),
             )
         return await self._execute(invoke, render, what)
+
+    def _early_outcome(self) -> EarlyOutcome | None:
+        """How this round may settle its redeemed outcome before its run ends: never, but for
+        a call that may become a task (`tasks/run.py`)."""
+        return None
 
     async def _execute(
         self,

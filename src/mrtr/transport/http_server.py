@@ -209,6 +209,9 @@ class StreamableHTTPApp:
         self._json_type_cache: dict[bytes, bool] = {}
         self._origin_cache: dict[bytes, bool] = {}
         self._started = False  # whether this app's ASGI lifespan entered the server's
+        #: Freeze the heap out of the cycle collector once started (see `serve_http`): set for
+        #: processes this package runs (`worker_app`), never for an app embedded elsewhere.
+        self.freeze_heap_on_start = False
         self._tool_params: dict[
             str, tuple[dict[str, Any], tuple[mcp_headers.HeaderParam, ...]]
         ] = {}
@@ -236,6 +239,9 @@ class StreamableHTTPApp:
                         if not self._started:
                             await running.enter_async_context(self.server.running())
                             self._started = True
+                            if self.freeze_heap_on_start:
+                                gc.collect()
+                                gc.freeze()
                     except LifespanError as exc:
                         logger.error("%s", exc, exc_info=exc.__cause__)
                         await send({"type": "lifespan.startup.failed", "message": str(exc)})
@@ -935,6 +941,7 @@ def worker_app(server: Server, **options: Any) -> StreamableHTTPApp:
         max_inflight_body_bytes=limits.max_inflight_body_bytes,
         **{name: value for name, value in options.items() if name in _APP_KEYWORDS},
     )
+    app.freeze_heap_on_start = True  # a worker process is ours, as `serve_http`'s is
     guarded = guarded_protocol(limits)
 
     def shutdown(self: Any) -> None:

@@ -37,6 +37,7 @@ import pydantic
 
 from ...protocol import tasks as wire
 from ...protocol.errors import INTERNAL_ERROR, McpError
+from ..redemption import EarlyOutcome
 from ..replay import STOPPED, Failure, Question, validate_answer
 from ..rounds import Round, require_capabilities
 from .record import TaskRecord
@@ -65,9 +66,14 @@ def new_task_id() -> str:
 
 class TaskRound(Round):
     """A round of a task-capable call: as any other, but not bounded by `round_timeout` (the
-    manager bounds the in-line part; a task is bounded by its TTL)."""
+    manager bounds the in-line part; a task is bounded by its TTL), and, once it is a task,
+    redeemed as the `CreateTaskResult` its request answered."""
 
     __slots__ = ()
+
+    def _early_outcome(self) -> EarlyOutcome | None:
+        run = self.ctx._task_run
+        return None if run is None else run.early
 
     async def _execute(
         self,
@@ -127,6 +133,8 @@ class TaskRun:
         self._waiters: set[asyncio.Event] = set()
         self._lease_task: asyncio.Task[None] | None = None
         self._stop_reason: str | None = None
+        #: The redeemed round's outcome, settled to the `CreateTaskResult` (redemption rule 5).
+        self.early = EarlyOutcome()
 
     @property
     def task_id(self) -> str | None:
@@ -175,6 +183,8 @@ class TaskRun:
         self.manager.runs[record.task_id] = self
         self._lease_task = asyncio.ensure_future(self._keep_lease())
         result = record.created_result()
+        # A re-sent round (its answer lost) gets this same task, however long the task runs.
+        await self.early.settle(result)
         self.started.set_result(result)
         self.manager.publish(record)
         logger.info("tools/call %r runs as task %s", self.tool, record.task_id[:8])
