@@ -14,14 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from loopback_process import free_port
+
 START_GUARD = 10.0  # seconds: only ever reached when something is broken
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class RedisInstance:

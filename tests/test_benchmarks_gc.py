@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import socket
 import sys
 import textwrap
 import time
@@ -19,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from loopback_process import free_port
 from mrtr import Client
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,13 +68,6 @@ async def test_modern_flows_leave_no_reference_cycle() -> None:
     assert _ours(garbage) == []
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 SERVER = textwrap.dedent(
     """
     import gc, sys
@@ -92,7 +85,7 @@ SERVER = textwrap.dedent(
 
 
 async def test_serve_http_freezes_the_startup_heap() -> None:
-    port = _free_port()
+    port = free_port()
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",

@@ -23,6 +23,7 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel, Field, TypeAdapter
 
+from loopback_process import free_port
 from mrtr import (
     CallToolResult,
     CreateMessageRequestParams,
@@ -694,13 +695,6 @@ async def test_call_over_http_in_process(monkeypatch: pytest.MonkeyPatch) -> Non
         "'newsletter': False, 'plan': 'pro'}"
     )
     assert f"The server ({url}) asks:" in console.text
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def test_serve_http_and_call_it() -> None:

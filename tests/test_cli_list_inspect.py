@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from loopback_process import free_port
 from mrtr import Client, Server, ServerOptions
 from mrtr.cli.listing import describe
 
@@ -63,13 +63,6 @@ def test_inspect_describes_a_legacy_only_official_server_in_full() -> None:
     assert "tools" in described["capabilities"]
     tools = {tool["name"]: tool for tool in described["tools"]}
     assert "order" in tools and tools["order"]["inputSchema"]["type"] == "object"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def test_inspect_and_list_over_http() -> None:

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from loopback_process import free_port
 from mrtr import CallToolResult, Client, ClientGroup, ClientOptions, ElicitResult, McpError
 from mrtr.client import HttpServerConfig, StdioServerConfig, load_config, tool_output
 from mrtr.client.config import parse_config
@@ -43,13 +44,6 @@ class Point(BaseModel):
 
 def stdio_client(**kwargs: Any) -> Client:
     return Client.stdio(sys.executable, SERVE, **kwargs)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture

@@ -13,15 +13,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from loopback_process import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "authenticated_server"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 20.0) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -22,6 +21,7 @@ import aiohttp
 import pytest
 import uvicorn
 
+from loopback_process import free_port
 from mrtr import (
     Client,
     ClientOptions,
@@ -160,16 +160,10 @@ async def test_research_without_a_sampling_client_is_a_clear_error_over_stdio() 
 # --- FastAPI app ----------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 async def fastapi_url() -> AsyncIterator[str]:
     module = _load(FASTAPI_APP)
-    port = _free_port()
+    port = free_port()
     config = uvicorn.Config(module.app, host="127.0.0.1", port=port, log_level="warning")
     http = uvicorn.Server(config)
     serving = asyncio.create_task(http.serve())

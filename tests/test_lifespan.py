@@ -23,6 +23,7 @@ import mcp
 import pytest
 from mcp.client.stdio import StdioServerParameters
 
+from loopback_process import free_port
 from mrtr import Client, LifespanError, RequestContext, Server, State
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
@@ -316,7 +317,7 @@ async def test_mrtr_serve_stops_with_a_clear_message_when_the_lifespan_fails(
     marker = tmp_path / "marks"
     for transport in (
         ["--transport", "stdio"],
-        ["--transport", "http", "--port", str(_free_port())],
+        ["--transport", "http", "--port", str(free_port())],
     ):
         process = await _child(marker, *transport, LIFESPAN_FAIL="1")
         try:
@@ -331,17 +332,11 @@ async def test_mrtr_serve_stops_with_a_clear_message_when_the_lifespan_fails(
     assert _marks(marker) == []
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 async def test_http_server_runs_the_lifespan_once_and_runs_it_out_on_sigterm(
     tmp_path: Path,
 ) -> None:
     marker = tmp_path / "marks"
-    port = _free_port()
+    port = free_port()
     process = await _child(marker, "--transport", "http", "--port", str(port))
     try:
         url = f"http://127.0.0.1:{port}/mcp"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+from loopback_process import free_port
 from mrtr import Client, ElicitResult, McpError, RequestContext, Server, ServerOptions
 from mrtr.middleware import (
     RATE_LIMITED,
@@ -283,15 +283,9 @@ def test_rate_limit_memory_is_bounded_and_arguments_checked() -> None:
             RateLimitMiddleware(**bad)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 async def test_rate_limit_over_http_per_client_address_and_only_named_methods() -> None:
     server = shop(middleware=[RateLimitMiddleware(rate=0.01, burst=2, methods={"tools/call"})])
-    port = _free_port()
+    port = free_port()
     config = uvicorn.Config(server.asgi_app(), host="127.0.0.1", port=port, log_level="warning")
     uv = uvicorn.Server(config)
     serving = asyncio.create_task(uv.serve())

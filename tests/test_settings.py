@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from loopback_process import free_port
 from mrtr import RequestContext, Server, ServerOptions
 from mrtr import settings as settings_module
 from mrtr.settings import SettingsError, http_options, server_options
@@ -255,13 +255,6 @@ def test_serve_refuses_an_invalid_variable_naming_it() -> None:
     assert done.returncode == 2
     assert "mrtr serve: MRTR_LOG_LEVEL='loud': give one of" in done.stderr
     assert done.stdout == ""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def test_serve_takes_transport_host_and_port_from_the_environment() -> None:

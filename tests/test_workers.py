@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import aiohttp
 import orjson
 import pytest
 
+from loopback_process import free_port
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
 
@@ -79,13 +79,6 @@ class _Hide:
 
 sys.meta_path.insert(0, _Hide())
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def clean_env(**extra: str) -> dict[str, str]:
