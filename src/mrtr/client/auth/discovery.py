@@ -36,6 +36,17 @@ class AuthorizationFailed(McpError):
         super().__init__(AUTHORIZATION_FAILED, message, data)
 
 
+def bounded_json(raw: bytes) -> Any:
+    """The JSON value of a body read up to `MAX_DOCUMENT` + 1 bytes; None when it is larger
+    than `MAX_DOCUMENT` or not JSON."""
+    if len(raw) > MAX_DOCUMENT:
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+
+
 async def fetch_json(session: aiohttp.ClientSession, url: str) -> Any:
     """GET a JSON document; None when it is not there (any status but 200, or not JSON)."""
     try:
@@ -132,4 +143,10 @@ async def discover_server(
     return None
 
 
-__all__ = ["AuthorizationFailed", "discover_resource", "discover_server", "fetch_json"]
+__all__ = [
+    "AuthorizationFailed",
+    "bounded_json",
+    "discover_resource",
+    "discover_server",
+    "fetch_json",
+]

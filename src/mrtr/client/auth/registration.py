@@ -9,7 +9,7 @@ import aiohttp
 import orjson
 
 from .credentials import BASIC, NONE, POST, ClientCredentials
-from .discovery import MAX_DOCUMENT, AuthorizationFailed
+from .discovery import MAX_DOCUMENT, AuthorizationFailed, bounded_json
 from .metadata import ServerMetadata, is_loopback
 
 
@@ -63,10 +63,7 @@ async def register(
             status = response.status
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise AuthorizationFailed(f"client registration at {endpoint} failed: {exc}") from None
-    try:
-        answer = orjson.loads(raw) if len(raw) <= MAX_DOCUMENT else None
-    except orjson.JSONDecodeError:
-        answer = None
+    answer = bounded_json(raw)
     if status not in (200, 201) or not isinstance(answer, dict):
         detail = ""
         if isinstance(answer, dict) and isinstance(answer.get("error"), str):

@@ -6,10 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
-import orjson
 
 from .credentials import ClientCredentials, apply_client_auth
-from .discovery import MAX_DOCUMENT, AuthorizationFailed
+from .discovery import MAX_DOCUMENT, AuthorizationFailed, bounded_json
 from .jose import DPoPKey
 from .metadata import ServerMetadata, origin
 from .tokens import Tokens, parse_token_response
@@ -89,10 +88,7 @@ async def post_form(
             status, nonce = reply.status, reply.headers.get(DPOP_NONCE)
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise AuthorizationFailed(f"the token request to {url} failed: {exc}") from None
-    try:
-        answer = orjson.loads(raw) if len(raw) <= MAX_DOCUMENT else None
-    except orjson.JSONDecodeError:
-        answer = None
+    answer = bounded_json(raw)
     return status, answer, nonce
 
 
