@@ -580,7 +580,9 @@ class LegacySessions:
             )
             return
         stream = channel.log.open()
-        task = asyncio.ensure_future(self._run(channel, stream, message, scope, accept_sse))
+        task = asyncio.get_running_loop().create_task(
+            self._run(channel, stream, message, scope, accept_sse)
+        )
         channel.tasks[request_id] = task
         task.add_done_callback(functools.partial(_forget, channel, request_id))
         await self._pump(send, receive, channel, stream, 0, opened=False, can_stream=accept_sse)
@@ -604,18 +606,18 @@ class LegacySessions:
                 # own stream. Notifications about this request have nowhere to go.
                 standalone.add(orjson.dumps(outgoing))
 
-        handle = functools.partial(
-            self.server.handle_request, message, notify, scope, channel.session
-        )
         try:
             if self.records is not None and message["method"] in SESSION_CHANGES:
+                handle = functools.partial(
+                    self.server.handle_request, message, notify, scope, channel.session
+                )
                 try:
                     changed = await self._change(channel, handle)
                 except McpError as exc:
                     changed = jsonrpc.error_response(message["id"], exc)
                 response = changed if changed is not None else {}
             else:
-                response = await handle()
+                response = await self.server.handle_request(message, notify, scope, channel.session)
         except asyncio.CancelledError:
             stream.finish()  # cancelled: no response (the client said so, or the session ended)
             raise
@@ -813,7 +815,11 @@ class LegacySessions:
                     logger.warning("a slow client lost events of stream %d", stream.id)
                     break
                 if not streaming:
-                    if stream.finished and all(n == stream.final for n, _ in events):
+                    # Nothing but the response (or nothing at all: cancelled) is a JSON answer.
+                    if stream.finished and (not events or events[0][0] == stream.final):
+                        # No event of it ever went out with an id, so none can be asked for
+                        # again: the log need not keep the stream.
+                        channel.log.discard(stream)
                         await _json_answer(send, events)
                         return
                     if not can_stream:

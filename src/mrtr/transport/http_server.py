@@ -45,8 +45,9 @@ import contextlib
 import gc
 import logging
 import socket
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from typing import TYPE_CHECKING, Any
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, MutableMapping
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from urllib.parse import urlsplit
 
 import orjson
@@ -79,7 +80,16 @@ from .http_limits import (
     connection_cap,
     raise_open_files_limit,
 )
-from .http_responses import SSE_HEADERS, accepted, answer, plain, reject, send_json, status_of
+from .http_responses import (
+    JSON_TYPE,
+    SSE_HEADERS,
+    accepted,
+    answer,
+    plain,
+    reject,
+    send_json,
+    status_of,
+)
 from .sse import KEEPALIVE, encode_event
 
 if TYPE_CHECKING:
@@ -91,13 +101,15 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+_T = TypeVar("_T")
 
 _LOCAL_HOSTS = frozenset(("localhost", "127.0.0.1", "::1"))
 
 _NAME_FIELDS = mcp_headers.NAME_FIELDS
 _SESSION_ID = b"mcp-session-id"
 _METHOD = b"mcp-method"
-_CACHE_LIMIT = 256  # distinct Accept/Content-Type/Origin values remembered
+_CACHE_LIMIT = 256  # distinct values of a header remembered
+_CACHE_KEY_LIMIT = 512  # bytes of the longest header value remembered
 
 
 def _show(value: str) -> str:
@@ -212,9 +224,10 @@ class StreamableHTTPApp:
         #: Freeze the heap out of the cycle collector once started (see `serve_http`): set for
         #: processes this package runs (`worker_app`), never for an app embedded elsewhere.
         self.freeze_heap_on_start = False
-        self._tool_params: dict[
-            str, tuple[dict[str, Any], tuple[mcp_headers.HeaderParam, ...]]
-        ] = {}
+        self._text_cache: dict[bytes, str] = {}  # Mcp-Method, MCP-Protocol-Version
+        self._name_cache: dict[bytes, str] = {}  # Mcp-Name, decoded
+        self._host_cache: dict[bytes, bool] = {}
+        self._tool_params: dict[str, tuple[dict[str, Any], tuple[_ParamHeader, ...]]] = {}
         auth = server.options.auth
         # None without `ServerOptions.auth`: then no request pays for any of it.
         self._auth = None if auth is None else BearerGuard(auth, server)
@@ -273,7 +286,13 @@ class StreamableHTTPApp:
             scope, send, self._route(scope), self.path
         ):
             return
-        if self.path is not None and self._route(scope) != self.path:
+        path = self.path
+        if (
+            path is not None
+            # Without a mount point the route is the path itself (an empty one is "/").
+            and (scope.get("root_path") or scope["path"] != path or not path)
+            and self._route(scope) != path
+        ):
             await plain(send, 404, b"Not Found")
             return
         if scope["method"] != "POST":
@@ -291,12 +310,17 @@ class StreamableHTTPApp:
             )
             return
         headers: dict[bytes, bytes] = dict(scope["headers"])
-        forbidden = self._forbidden(headers)
-        if forbidden is not None:
-            await reject(send, 403, INVALID_REQUEST, forbidden)
-            return
+        if b"origin" in headers or self._hosts is not None:
+            forbidden = self._forbidden(headers)
+            if forbidden is not None:
+                await reject(send, 403, INVALID_REQUEST, forbidden)
+                return
+        # The header caches are read here and filled by their methods: a request whose
+        # headers were seen before costs a lookup each, not a call.
         content_type = headers.get(b"content-type")
-        if content_type is None or not self._is_json_type(content_type):
+        if content_type is None or not (
+            self._json_type_cache.get(content_type) or self._is_json_type(content_type)
+        ):
             await reject(
                 send,
                 415,
@@ -305,17 +329,43 @@ class StreamableHTTPApp:
             )
             return
         accept = headers.get(b"accept")
-        accept_json, accept_sse = (True, True) if accept is None else self._accepts(accept)
-        if not accept_json:
-            await reject(
-                send,
-                406,
-                INVALID_REQUEST,
-                "Not Acceptable: the Accept header must allow application/json "
-                "(and text/event-stream for streamed responses)",
-            )
-            return
-        body = await self._read_body(headers, receive, send)
+        if accept is None:
+            accept_sse = True
+        else:
+            accept_json, accept_sse = self._accept_cache.get(accept) or self._accepts(accept)
+            if not accept_json:
+                await reject(
+                    send,
+                    406,
+                    INVALID_REQUEST,
+                    "Not Acceptable: the Accept header must allow application/json "
+                    "(and text/event-stream for streamed responses)",
+                )
+                return
+        # The body: `_read_body`, but its common case (one message of the declared length,
+        # room in the budget) is read here.
+        declared = headers.get(b"content-length")
+        budget = self.max_inflight_body_bytes
+        if (
+            declared is not None
+            and declared.isdigit()
+            and (held := int(declared)) <= self.max_body_size
+            and not (budget and self.inflight_body_bytes + held > budget)
+        ):
+            self.inflight_body_bytes += held
+            try:
+                message = await receive()
+            except BaseException:
+                self.inflight_body_bytes -= held
+                raise
+            data: bytes = message.get("body", b"")
+            body: bytes | None = data
+            if message.get("more_body", False) or len(data) != held:
+                # Booked again there, before any await: the budget still has the room.
+                self.inflight_body_bytes -= held
+                body = await self._read_body(headers, receive, send, message)
+        else:
+            body = await self._read_body(headers, receive, send)
         if body is None:
             return
         try:
@@ -361,11 +411,24 @@ class StreamableHTTPApp:
         except orjson.JSONDecodeError as exc:
             await reject(send, 400, PARSE_ERROR, f"Parse error: {exc}")
             return
-        try:
-            kind = jsonrpc.classify(message)
-        except McpError as exc:
-            await answer(send, 400, jsonrpc.error_response(jsonrpc.readable_id(message), exc))
-            return
+        # What `jsonrpc.classify` says of a well-formed request, without the call. orjson
+        # makes exact dicts, strs and ints (never subclasses, and a bool is not an int to
+        # `type`), so these tests pass exactly when `classify` answers "request"; anything
+        # else is left to it.
+        if (
+            type(message) is dict
+            and message.get("jsonrpc") == "2.0"
+            and type(message.get("method")) is str
+            and ((params := message.get("params")) is None or type(params) is dict)
+            and (type(request_id := message.get("id")) is str or type(request_id) is int)
+        ):
+            kind = "request"
+        else:
+            try:
+                kind = jsonrpc.classify(message)
+            except McpError as exc:
+                await answer(send, 400, jsonrpc.error_response(jsonrpc.readable_id(message), exc))
+                return
         if (
             self._auth is not None
             and kind == "request"
@@ -377,14 +440,11 @@ class StreamableHTTPApp:
         if _SESSION_ID in headers and self.server.serves_legacy:
             await self.sessions.post(scope, receive, send, headers, message, kind, accept_sse)
             return
-        if kind == "notification":
-            # Nothing to act on over HTTP: closing a stream is how a request is cancelled.
-            await accepted(send)
-            return
-        if kind == "request" and message["method"] == "initialize" and not _modern(message):
-            await self.sessions.initialize(scope, send, message)
-            return
-        if kind == "response":
+        if kind != "request":
+            if kind == "notification":
+                # Nothing to act on over HTTP: closing a stream is how a request is cancelled.
+                await accepted(send)
+                return
             await reject(
                 send,
                 400,
@@ -393,11 +453,15 @@ class StreamableHTTPApp:
                 message.get("id") if jsonrpc.is_valid_id(message.get("id")) else None,
             )
             return
+        method = message["method"]
+        if method == "initialize" and not _modern(message):
+            await self.sessions.initialize(scope, send, message)
+            return
         problem = self._check_headers(message, headers)
         if problem is not None:
             await answer(send, 400, jsonrpc.error_response(message["id"], problem))
             return
-        listen = message["method"] == "subscriptions/listen"
+        listen = method == "subscriptions/listen"
         if listen and not accept_sse:
             await reject(
                 send,
@@ -408,42 +472,49 @@ class StreamableHTTPApp:
                 message["id"],
             )
             return
-        await self._dispatch(scope, receive, send, message, accept_sse, listen)
-
-    async def _dispatch(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        message: dict[str, Any],
-        accept_sse: bool,
-        listen: bool,
-    ) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        exchange = _Exchange(
-            send, receive, task, accept_sse, self.keepalive_interval if listen else 0
-        )
-        # Watch for the client going away only once the handler yields: a handler that answers
-        # without waiting never pays for the watcher task.
-        watch = task.get_loop().call_soon(exchange.watch)
+        exchange = _Exchange(send, receive, accept_sse, self.keepalive_interval if listen else 0)
+        handling = self.server.handle_request(message, exchange.notify, scope)
         try:
-            response = await self.server.handle_request(message, exchange.notify, scope)
-        except asyncio.CancelledError:
-            if exchange.disconnected:
-                task.uncancel()
-                logger.debug("client went away; cancelled request %r", message["id"])
-                return
-            raise
+            try:
+                # The handler's first step, run here: most answer without waiting for
+                # anything, and then nothing can have cancelled them and no watcher is due.
+                pending = handling.send(None)
+            except StopIteration as answered:
+                response = answered.value
+            else:
+                # It waits: from now on a client that goes away cancels it.
+                task = asyncio.current_task()
+                assert task is not None
+                exchange.task = task
+                exchange.watch()
+                try:
+                    response = await _resume(handling, pending)
+                except asyncio.CancelledError:
+                    if exchange.disconnected:
+                        task.uncancel()
+                        logger.debug("client went away; cancelled request %r", message["id"])
+                        return
+                    raise
+                if exchange.disconnected:
+                    # The handler swallowed the cancellation; the client is gone all the same.
+                    if task.cancelling():
+                        task.uncancel()
+                    return
         finally:
-            watch.cancel()
             exchange.finish()
-        if exchange.disconnected:
-            # The handler swallowed the cancellation; the client is gone all the same.
-            if task.cancelling():
-                task.uncancel()
+        if exchange.streaming:
+            await exchange.respond(response)
             return
-        await exchange.respond(response)
+        data = orjson.dumps(response)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200 if "error" not in response else status_of(response),
+                # A new list each time: middleware may add to a response's headers in place.
+                "headers": [JSON_TYPE, (b"content-length", b"%d" % len(data))],
+            }
+        )
+        await send({"type": "http.response.body", "body": data, "more_body": False})
 
     @staticmethod
     def _route(scope: Scope) -> str:
@@ -454,10 +525,15 @@ class StreamableHTTPApp:
         return path or "/"
 
     async def _read_body(
-        self, headers: dict[bytes, bytes], receive: Receive, send: Send
+        self,
+        headers: dict[bytes, bytes],
+        receive: Receive,
+        send: Send,
+        first: Message | None = None,
     ) -> bytes | None:
         """The request's body, counted in `inflight_body_bytes` (the caller takes it out once
-        the request is over), or None once the request has been answered (or abandoned)."""
+        the request is over), or None once the request has been answered (or abandoned).
+        `first`: its first message, when the caller has received it already."""
         limit = self.max_body_size
         declared = headers.get(b"content-length")
         held = 0
@@ -468,11 +544,13 @@ class StreamableHTTPApp:
                 return None
             # Booked before a byte is read, so concurrent bodies cannot pass the budget
             # together while each is still arriving.
-            if not self._book(held):
+            budget = self.max_inflight_body_bytes
+            if budget and self.inflight_body_bytes + held > budget:
                 await self._busy(send)
                 return None
+            self.inflight_body_bytes += held
         try:
-            message = await receive()
+            message = first if first is not None else await receive()
             body: bytes = message.get("body", b"")
             if not message.get("more_body", False) and len(body) == held:
                 return body  # the common case: one message, the declared length
@@ -538,7 +616,12 @@ class StreamableHTTPApp:
                 else ""
             )
             return _mismatch(f"the Mcp-Method header is required (here {_show(method)}){hint}")
-        value = raw.strip(b" \t").decode("latin-1")
+        # Header values are decoded once per distinct raw value (a client sends the same few
+        # again and again); each cache holds one transformation only.
+        texts = self._text_cache
+        value = texts.get(raw)
+        if value is None:
+            value = _remember(texts, raw, raw.strip(b" \t").decode("latin-1"))
         if value != method:
             return _mismatch(
                 f"Mcp-Method header value {_show(value)} does not match body method {_show(method)}"
@@ -551,7 +634,9 @@ class StreamableHTTPApp:
         body_version = meta.get(meta_keys.PROTOCOL_VERSION) if isinstance(meta, dict) else None
         # A body without a version is malformed, which the dispatcher reports (-32602).
         if isinstance(body_version, str):
-            value = raw.strip(b" \t").decode("latin-1")
+            value = texts.get(raw)
+            if value is None:
+                value = _remember(texts, raw, raw.strip(b" \t").decode("latin-1"))
             if value != body_version:
                 return _mismatch(
                     f"MCP-Protocol-Version header value {_show(value)} does not match "
@@ -566,58 +651,54 @@ class StreamableHTTPApp:
         raw = headers.get(b"mcp-name")
         if raw is None:
             return _mismatch(f"the Mcp-Name header is required for {method} (params.{field})")
-        try:
-            value = mcp_headers.decode_value(raw)
-        except ValueError as exc:
-            return _mismatch(f"the Mcp-Name header {exc}")
+        names = self._name_cache
+        value = names.get(raw)
+        if value is None:
+            try:
+                value = mcp_headers.decode_value(raw)
+            except ValueError as exc:
+                return _mismatch(f"the Mcp-Name header {exc}")
+            _remember(names, raw, value)
         if value != name:
             return _mismatch(
                 f"Mcp-Name header value {_show(value)} does not match body params.{field} "
                 f"{_show(name)}"
             )
         if method == "tools/call":
-            return self._check_param_headers(name, params.get("arguments"), headers)
+            definition = self.server.tool_definition(name)
+            cached = self._tool_params.get(name)
+            annotated = (
+                cached[1]
+                if cached is not None and cached[0] is definition
+                else self._header_params(name, definition)
+            )
+            if annotated:
+                return _check_param_headers(annotated, params.get("arguments"), headers)
         return None
 
-    def _check_param_headers(
-        self, tool: str, arguments: Any, headers: dict[bytes, bytes]
-    ) -> McpError | None:
-        for param in self._header_params(tool):
-            header = param.header
-            body_value = mcp_headers.argument_at(arguments, param.path)
-            raw = headers.get(header.lower().encode("ascii"))
-            where = "arguments." + ".".join(param.path)
-            if raw is None:
-                if body_value is None:
-                    continue
-                return _mismatch(f"the {header} header is required: the body has {where}")
-            try:
-                value = mcp_headers.decode_value(raw)
-            except ValueError as exc:
-                return _mismatch(f"the {header} header {exc}")
-            if body_value is None:
-                return _mismatch(f"{header} header is set but the body has no {where}")
-            if not mcp_headers.argument_matches(value, body_value):
-                return _mismatch(
-                    f"{header} header value {_show(value)} does not match body {where} "
-                    f"{_show(str(body_value))}"
-                )
-        return None
-
-    def _header_params(self, tool: str) -> tuple[mcp_headers.HeaderParam, ...]:
-        definition = self.server.tool_definition(tool)
+    def _header_params(
+        self, tool: str, definition: dict[str, Any] | None
+    ) -> tuple[_ParamHeader, ...]:
+        """The `x-mcp-header` annotations of tool `tool`, whose definition is `definition`
+        (remembered with it: a tool registered again is read again)."""
         if definition is None:
             return ()
-        cached = self._tool_params.get(tool)
-        if cached is not None and cached[0] is definition:
-            return cached[1]
         try:
             params = mcp_headers.header_params(definition.get("inputSchema"))
         except mcp_headers.InvalidHeaderAnnotation as exc:
             logger.warning("tool %r: %s; its x-mcp-header annotations are not enforced", tool, exc)
             params = ()
-        self._tool_params[tool] = (definition, params)
-        return params
+        checks = tuple(
+            _ParamHeader(
+                param.header,
+                param.header.lower().encode("ascii"),
+                param.path,
+                "arguments." + ".".join(param.path),
+            )
+            for param in params
+        )
+        self._tool_params[tool] = (definition, checks)
+        return checks
 
     # --- cached header parsing -----------------------------------------------------------
 
@@ -654,13 +735,18 @@ class StreamableHTTPApp:
     def _host_allowed(self, value: bytes | None) -> bool:
         if value is None or self._hosts is None:
             return self._hosts is None
-        try:
-            host = urlsplit("//" + value.decode("latin-1").strip()).hostname
-        except ValueError:
-            return False
-        if host is None:
-            return False
-        return host in self._hosts or f"[{host}]" in self._hosts
+        known = self._host_cache.get(value)
+        if known is None:
+            try:
+                host = urlsplit("//" + value.decode("latin-1").strip()).hostname
+            except ValueError:
+                host = None
+            known = _remember(
+                self._host_cache,
+                value,
+                host is not None and (host in self._hosts or f"[{host}]" in self._hosts),
+            )
+        return known
 
 
 def _modern(message: dict[str, Any]) -> bool:
@@ -670,10 +756,50 @@ def _modern(message: dict[str, Any]) -> bool:
     return isinstance(meta, dict) and meta_keys.PROTOCOL_VERSION in meta
 
 
-def _remember(cache: dict[bytes, Any], key: bytes, value: Any) -> None:
-    if len(cache) >= _CACHE_LIMIT:
-        cache.clear()  # values come from clients: never let the cache grow without bound
-    cache[key] = value
+def _remember(cache: dict[bytes, _T], key: bytes, value: _T) -> _T:
+    """`value`, remembered for `key` unless `key` is long (values come from clients: never
+    let a cache grow without bound, in entries or in bytes)."""
+    if len(key) <= _CACHE_KEY_LIMIT:
+        if len(cache) >= _CACHE_LIMIT:
+            cache.clear()
+        cache[key] = value
+    return value
+
+
+class _ParamHeader(NamedTuple):
+    """One `Mcp-Param-*` header to check: its name, as a header key, the argument's path and
+    that path as error messages name it (all worked out once per tool definition)."""
+
+    header: str
+    key: bytes
+    path: tuple[str, ...]
+    where: str
+
+
+def _check_param_headers(
+    params: tuple[_ParamHeader, ...], arguments: Any, headers: dict[bytes, bytes]
+) -> McpError | None:
+    for param in params:
+        header = param.header
+        body_value = mcp_headers.argument_at(arguments, param.path)
+        raw = headers.get(param.key)
+        where = param.where
+        if raw is None:
+            if body_value is None:
+                continue
+            return _mismatch(f"the {header} header is required: the body has {where}")
+        try:
+            value = mcp_headers.decode_value(raw)
+        except ValueError as exc:
+            return _mismatch(f"the {header} header {exc}")
+        if body_value is None:
+            return _mismatch(f"{header} header is set but the body has no {where}")
+        if not mcp_headers.argument_matches(value, body_value):
+            return _mismatch(
+                f"{header} header value {_show(value)} does not match body {where} "
+                f"{_show(str(body_value))}"
+            )
+    return None
 
 
 class _Exchange:
@@ -694,16 +820,12 @@ class _Exchange:
     )
 
     def __init__(
-        self,
-        send: Send,
-        receive: Receive,
-        task: asyncio.Task[Any],
-        accept_sse: bool,
-        keepalive_interval: float,
+        self, send: Send, receive: Receive, accept_sse: bool, keepalive_interval: float
     ) -> None:
         self.send = send
         self.receive = receive
-        self.task = task
+        #: The task running the handler, known once it waits (only then can it be cancelled).
+        self.task: asyncio.Task[Any] | None = None
         self.accept_sse = accept_sse
         self.keepalive_interval = keepalive_interval
         self.streaming = False
@@ -729,6 +851,7 @@ class _Exchange:
         if not self.done:
             self.disconnected = True
             self.done = True
+            assert self.task is not None  # set before the watcher starts
             self.task.cancel()
 
     async def notify(self, message: dict[str, Any]) -> None:
@@ -779,6 +902,33 @@ class _Exchange:
                 )
             return
         await send_json(self.send, status_of(response), body)
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, _T], pending: Any) -> Generator[Any, Any, _T]:
+    """Await `coro` on from the point where its first step (`coro.send(None)`) stopped,
+    waiting on `pending`: as `await coro` would have, whatever the task sends or throws."""
+    while True:
+        try:
+            sent = yield pending
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # a cancellation, mostly: the handler gets it
+            try:
+                pending = coro.throw(exc)
+            except StopIteration as stop:
+                result: _T = stop.value
+                return result
+            continue
+        if sent is None:  # what asyncio sends: the rest is a plain `await`
+            result = yield from coro
+            return result
+        try:
+            pending = coro.send(sent)
+        except StopIteration as stop:
+            result = stop.value
+            return result
 
 
 async def _too_large(send: Send, limit: int) -> None:

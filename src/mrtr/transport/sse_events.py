@@ -107,10 +107,12 @@ class EventStream:
         """Append one message (JSON bytes); `final` ends the stream (its response)."""
         if self.finished:
             return
-        number = self._log.next_number()
+        log = self._log
+        number = log._next  # `log.next_number()`, without the call
+        log._next = number + 1
         self.last = number
         self._events.append((number, data))
-        self._log.grew(len(data))
+        log.grew(len(data))
         if final:
             self.final = number
             self.finish()
@@ -266,6 +268,13 @@ class EventLog:
     def get(self, stream_id: int) -> EventStream | None:
         """The stream numbered `stream_id`, if it is still kept."""
         return self._streams.get(stream_id)
+
+    def discard(self, stream: EventStream) -> None:
+        """Forget `stream` now (its events can never be asked for again)."""
+        if self._streams.get(stream.id) is stream:
+            del self._streams[stream.id]
+            for _, data in stream._events:
+                self.size -= len(data)
 
     def streams(self) -> list[EventStream]:
         """Every stream kept."""
