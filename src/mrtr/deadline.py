@@ -13,8 +13,10 @@ cancellation becomes a `TimeoutError`; a cancellation that came from elsewhere p
 from __future__ import annotations
 
 import asyncio
+import sys
 import weakref
 from types import TracebackType
+from typing import Any
 
 #: Deadlines at least this long are watched by the shared watchdog (and may fire up to one
 #: tick late); shorter ones get a precise timer.
@@ -57,6 +59,20 @@ class _Watchdog:
             self._ticking = False
 
 
+if sys.version_info >= (3, 12):
+    current_task = asyncio.current_task
+else:
+    # 3.11's `asyncio.current_task` is a Python function around this same lookup: called on
+    # every round (here and by the replay engine), the direct lookup costs a third as much.
+    _current_tasks = asyncio.tasks._current_tasks  # type: ignore[attr-defined]
+    _running_loop = asyncio.get_running_loop
+
+    def current_task() -> asyncio.Task[Any] | None:
+        """The task running now (`asyncio.current_task()`); raises outside a running loop."""
+        task: asyncio.Task[Any] | None = _current_tasks.get(_running_loop())
+        return task
+
+
 _watchdogs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watchdog] = (
     weakref.WeakKeyDictionary()
 )
@@ -80,16 +96,16 @@ def _watchdog(loop: asyncio.AbstractEventLoop) -> _Watchdog:
 class Deadline:
     """`with Deadline(seconds): await ...` raises `TimeoutError` once `seconds` have passed."""
 
-    __slots__ = ("_cancelling", "_expired", "_handle", "_seconds", "_task", "_watchdog", "_when")
+    __slots__ = ("_cancelling", "_expired", "_seconds", "_task", "_timer", "_when")
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, task: asyncio.Task[Any] | None = None) -> None:
+        """`task`: the task the deadline guards, when the caller has it at hand (by default
+        the task entering it)."""
         self._seconds = seconds
         self._expired = False
-        self._when = 0.0
-        self._handle: asyncio.TimerHandle | None = None
-        self._watchdog: _Watchdog | None = None
-        self._task: asyncio.Task[object] | None = None
-        self._cancelling = 0
+        self._task = task
+        # The watchdog watching it (a long deadline) or its own timer (a short one).
+        self._timer: _Watchdog | asyncio.TimerHandle | None = None
 
     @property
     def expired(self) -> bool:
@@ -102,18 +118,26 @@ class Deadline:
             self._task.cancel()
 
     def __enter__(self) -> Deadline:
-        task = asyncio.current_task()
+        task = self._task
         if task is None:
-            raise RuntimeError("Deadline must be used inside a task")
-        self._task = task
+            task = self._task = current_task()
+            if task is None:
+                raise RuntimeError("Deadline must be used inside a task")
         self._cancelling = task.cancelling()
         loop = task.get_loop()
-        self._when = loop.time() + self._seconds
-        if self._seconds >= COARSE_AFTER:
-            self._watchdog = _watchdog(loop)
-            self._watchdog.add(self, loop)
+        seconds = self._seconds
+        when = self._when = loop.time() + seconds
+        if seconds >= COARSE_AFTER:
+            # `_watchdog` and `_Watchdog.add` written out: this runs on every round.
+            last = _last
+            dog = last[1] if last is not None and last[0]() is loop else _watchdog(loop)
+            self._timer = dog
+            dog._live[self] = None
+            if not dog._ticking:
+                dog._ticking = True
+                loop.call_later(TICK, dog._tick)
         else:
-            self._handle = loop.call_at(self._when, self._expire)
+            self._timer = loop.call_at(when, self._expire)
         return self
 
     def __exit__(
@@ -122,10 +146,11 @@ class Deadline:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._watchdog is not None:
-            self._watchdog.discard(self)
-        elif self._handle is not None:
-            self._handle.cancel()
+        timer = self._timer
+        if isinstance(timer, _Watchdog):
+            timer._live.pop(self, None)
+        elif timer is not None:
+            timer.cancel()
         if self._expired:
             assert self._task is not None
             # Take back the cancellation this deadline requested; if it is what stopped the

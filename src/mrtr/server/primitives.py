@@ -202,6 +202,9 @@ class ToolEntry:
 
     def result(self, value: Any) -> dict[str, Any] | InputRequiredResult:
         """The `CallToolResult` wire dict (or an input request) for a returned value."""
+        if type(value) is str and self.output.adapter is None:
+            # The commonest return, and one no other case below claims: a text block.
+            return {"content": [{"type": "text", "text": value}]}
         if isinstance(value, InputRequiredResult):
             return value
         if isinstance(value, CallToolResult):

@@ -82,12 +82,13 @@ import hashlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, Generic, NoReturn, Protocol, TypeVar
 
 import orjson
 import pydantic
 
+from ..deadline import current_task
 from ..inputs import ELICITATION_CREATE, ROOTS_LIST, SAMPLING_CREATE_MESSAGE, InputRequest
 from ..protocol.errors import McpError, invalid_params
 from ..protocol.types import CreateMessageResult, ElicitResult, ListRootsResult
@@ -155,21 +156,43 @@ def validate_answer(key: str, method: str, value: Any) -> pydantic.BaseModel:
         ) from None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class RoundState:
     """What the sealed `requestState` carries between rounds (see the module rules)."""
 
-    round: int = 0
-    answers: dict[str, list[Any]] = field(default_factory=dict)  # key -> [digest, answer]
-    asked: dict[str, list[str]] = field(default_factory=dict)  # key -> [digest, method]
-    once: dict[str, Any] = field(default_factory=dict)
-    user: str | None = None
-    unsealed: dict[str, Any] | None = None  # answers sent without a state (rule 6); never sealed
+    round: int
+    answers: dict[str, list[Any]]  # key -> [digest, answer]
+    asked: dict[str, list[str]]  # key -> [digest, method]
+    once: dict[str, Any]
+    user: str | None
+    unsealed: dict[str, Any] | None  # answers sent without a state (rule 6); never sealed
     # This round's answers as already-validated models, so awaiting them validates nothing
     # twice; never sealed.
-    validated: dict[str, pydantic.BaseModel] = field(default_factory=dict)
+    validated: dict[str, pydantic.BaseModel]
     # The flow this request belongs to (see `ensure_flow_id`); sealed in the token's header.
-    flow_id: str = ""
+    flow_id: str
+
+    # Written out rather than generated: the generated one calls a factory per field, and
+    # every request makes one of these.
+    def __init__(
+        self,
+        round: int = 0,
+        answers: dict[str, list[Any]] | None = None,
+        asked: dict[str, list[str]] | None = None,
+        once: dict[str, Any] | None = None,
+        user: str | None = None,
+        unsealed: dict[str, Any] | None = None,
+        validated: dict[str, pydantic.BaseModel] | None = None,
+        flow_id: str = "",
+    ) -> None:
+        self.round = round
+        self.answers = {} if answers is None else answers
+        self.asked = {} if asked is None else asked
+        self.once = {} if once is None else once
+        self.user = user
+        self.unsealed = unsealed
+        self.validated = {} if validated is None else validated
+        self.flow_id = flow_id
 
     def ensure_flow_id(self) -> str:
         """The flow id, minted on first use: the same on every round of one flow.
@@ -426,13 +449,21 @@ class Replay:
 
     # --- the run (rules 4 and 8) -----------------------------------------------------------
 
-    async def run(self, invoke: Callable[[A], Awaitable[Any]], arg: A) -> Any:
+    async def run(
+        self,
+        invoke: Callable[[A], Awaitable[Any]],
+        arg: A,
+        main: asyncio.Task[Any] | None = None,
+    ) -> Any:
         """Run the handler once (`invoke(arg)`): its value, `STOPPED`, or a `Failure`.
 
-        A protocol error (`McpError`) is raised as it is, and so is the cancellation of the
-        request itself; nothing else comes out.
+        `main` is the task running it, when the caller has it at hand. A protocol error
+        (`McpError`) is raised as it is, and so is the cancellation of the request itself;
+        nothing else comes out.
         """
-        main = self._main = asyncio.current_task()
+        if main is None:
+            main = current_task()
+        self._main = main
         token = _RUN.set(self)
         try:
             try:
@@ -450,7 +481,9 @@ class Replay:
             return value
         finally:
             _RUN.reset(token)
-            self._close()
+            # `_close` written out for the common run, which asked nothing and started no task.
+            if self._phase < _STOPPED or self.questions or self._tasks is not None:
+                self._close()
 
     async def _failed(self, exc: BaseException) -> Any:
         self._phase = _ENDED
@@ -530,7 +563,7 @@ class Replay:
         """Rule 8: note the calling task if it is one the handler started in this run."""
         main = self._main
         if main is not None and self._phase < _STOPPED:
-            task = asyncio.current_task()
+            task = current_task()
             if task is not main and task is not None and _RUN.get() is self:
                 if self._tasks is None:
                     self._tasks = set()

@@ -166,7 +166,7 @@ class VerifiedState:
 class _Key:
     """One derived key: AEAD, binding-tag key and public key id."""
 
-    __slots__ = ("aad", "aead", "bind_key", "kid")
+    __slots__ = ("aad", "aead", "bind_hash", "bind_key", "kid")
 
     def __init__(self, secret: bytes) -> None:
         okm = HKDF(
@@ -181,6 +181,8 @@ class _Key:
         # without revealing anything about the secret or the other slices.
         self.kid = okm[_AEAD_KEY_LEN + _BIND_KEY_LEN :]
         self.aad = _AAD_LABEL + self.kid
+        # Keyed once: a copy of it hashes a binding without taking in the key again.
+        self.bind_hash = hashlib.blake2b(key=self.bind_key, digest_size=_BIND_TAG_LEN)
 
 
 def _secret_bytes(secret: object) -> bytes:
@@ -309,7 +311,9 @@ def _binding_tag(key: _Key, binding: StateBinding) -> bytes:
             "StateBinding fields must be str (principal str or None) and arguments_digest bytes"
         ) from None
     # Keyed, so truncating to 128 bits leaves no offline collision search.
-    return hashlib.blake2b(encoded, key=key.bind_key, digest_size=_BIND_TAG_LEN).digest()
+    tag = key.bind_hash.copy()
+    tag.update(encoded)
+    return tag.digest()
 
 
 def _b64encode(raw: bytes) -> bytes:

@@ -20,10 +20,10 @@ import inspect
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from ..deadline import Deadline
+from ..deadline import Deadline, current_task
 from ..inputs import INPUT_METHODS, InputRequiredResult
 from ..protocol.errors import (
     INTERNAL_ERROR,
@@ -53,6 +53,9 @@ if TYPE_CHECKING:
     from .options import ServerOptions
 
 logger = logging.getLogger("mrtr.server")
+
+#: Types of argument values that nest nothing.
+_FLAT: frozenset[type] = frozenset((str, int, float, bool, type(None)))
 
 #: `(method, params)` of each question going out, by key.
 Questions = dict[str, tuple[str, dict[str, Any]]]
@@ -147,7 +150,15 @@ class RoundKeeper:
         big answers) is refused here with -32602, before any handler code runs.
         """
         if arguments:
-            check_arguments(arguments, f"{ctx.method} {target!r}")
+            if type(arguments) is dict:
+                # Arguments of plain values (the common case) are one level deep: nothing to
+                # measure. Anything else is encoded to find its depth.
+                for value in arguments.values():
+                    if type(value) not in _FLAT:
+                        check_arguments(arguments, f"{ctx.method} {target!r}")
+                        break
+            else:
+                check_arguments(arguments, f"{ctx.method} {target!r}")
         responses = ctx.params.get("inputResponses")
         if responses and isinstance(responses, dict):
             check_responses(responses, self.options.input_required)
@@ -294,12 +305,12 @@ class Round:
             )
         return self._binding
 
-    async def complete(
+    def complete(
         self,
         invoke: Callable[[RequestContext], Awaitable[Any]],
         render: Render,
         what: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Coroutine[Any, Any, dict[str, Any]]:
         """Restore the state, take this round's answers, run (or replay) the handler, and give
         the request's result: `render(value)`, or a sealed `InputRequiredResult`.
 
@@ -310,7 +321,21 @@ class Round:
         """
         ctx = self.ctx
         if ctx._engine.asker is not None:
-            return await self._complete_live(invoke, render, what)
+            return self._complete_live(invoke, render, what)
+        params = ctx.params
+        if "requestState" not in params and "inputResponses" not in params:
+            # A first round (every call that never asks): nothing to restore, take or redeem,
+            # so the run starts at once, one coroutine shallower.
+            return self._execute(invoke, render, what)
+        return self._complete(invoke, render, what)
+
+    async def _complete(
+        self,
+        invoke: Callable[[RequestContext], Awaitable[Any]],
+        render: Render,
+        what: str | None,
+    ) -> dict[str, Any]:
+        ctx = self.ctx
         params = ctx.params
         token = params.get("requestState")
         state = ctx._state
@@ -359,18 +384,24 @@ class Round:
         engine = ctx._engine
         engine.target = self.target
         timeout = self.keeper.options.input_required.round_timeout
-        deadline = Deadline(timeout) if timeout > 0 else None
-        try:
-            if deadline is None:
-                outcome = await engine.run(invoke, ctx)
-            else:
+        if timeout > 0:
+            # One lookup of the running task serves the deadline and the engine.
+            main = current_task()
+            deadline = Deadline(timeout, main)
+            try:
                 with deadline:
-                    outcome = await engine.run(invoke, ctx)
-        except TimeoutError:
-            raise self._timed_out(deadline, what, "round_timeout", timeout) from None
-        value = outcome if not isinstance(outcome, Failure) else self._failed(outcome, what)
+                    outcome = await engine.run(invoke, ctx, main)
+            except TimeoutError:
+                raise self._timed_out(deadline, what, "round_timeout", timeout) from None
+        else:
+            outcome = await engine.run(invoke, ctx)
+        if type(outcome) is Failure:
+            outcome = self._failed(outcome, what)
         # A run stopped at a question has no value to render: its questions go out.
-        return self.finish({} if value is STOPPED else render(value))
+        result = {} if outcome is STOPPED else render(outcome)
+        if type(result) is dict and not engine.outgoing:
+            return result  # `finish` for a complete result
+        return self.finish(result)
 
     async def _complete_live(
         self,

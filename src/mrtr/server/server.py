@@ -46,7 +46,7 @@ from .primitives import PromptEntry, ResourceEntry, ToolEntry, tool_error
 from .replay import Failure, stops_for_input
 from .rounds import RoundKeeper
 from .session import LegacySession
-from .signature import ValidationFailure
+from .signature import FunctionSignature, ValidationFailure
 from .subscriptions import (
     PROMPTS_LIST_CHANGED,
     RESOURCE_SUBSCRIPTIONS,
@@ -64,6 +64,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 M = TypeVar("M", bound=Middleware)
 Handler = Callable[[RequestContext], Awaitable[dict[str, Any]]]
 _SUPPORTED = list(SUPPORTED_PROTOCOL_VERSIONS)
+_PROTOCOL_VERSION = meta_keys.PROTOCOL_VERSION
+_CLIENT_CAPABILITIES = meta_keys.CLIENT_CAPABILITIES
+_LOG_LEVEL = meta_keys.LOG_LEVEL
+_PROGRESS_TOKEN = meta_keys.PROGRESS_TOKEN
 _Entry = ToolEntry | PromptEntry | ResourceEntry
 
 
@@ -609,8 +613,19 @@ class Server:
                 raise _initialize_refused(params)
             else:
                 # The request's _meta is checked before its method, so that a request that is
-                # malformed or of an unsupported version says so whatever it asks for.
-                self._check_meta(params)
+                # malformed or of an unsupported version says so whatever it asks for. The
+                # common _meta (a served version, capabilities, nothing optional) passes here
+                # at once; anything else gets the full check and its precise error.
+                meta = params.get("_meta")
+                if (
+                    type(meta) is not dict
+                    or type(version := meta.get(_PROTOCOL_VERSION)) is not str
+                    or version not in SUPPORTED_PROTOCOL_VERSIONS
+                    or type(meta.get(_CLIENT_CAPABILITIES)) is not dict
+                    or _LOG_LEVEL in meta
+                    or _PROGRESS_TOKEN in meta
+                ):
+                    self._check_meta(params)
                 handler = self._methods.get(method)
                 if handler is None:
                     raise method_not_found(method)
@@ -849,10 +864,41 @@ class Server:
         signature = entry.signature
         pool = None if signature.is_async or not entry.run_in_thread else self._workers()
         timeout = entry.timeout
+        invoke: Callable[[RequestContext], Awaitable[Any]]
+        if timeout is None:
+
+            def invoke(c: RequestContext) -> Awaitable[Any]:
+                return signature.start(kwargs, c, pool)
+
+        else:
+            invoke = self._timed(signature, kwargs, pool, name, timeout)
+
+        mask = self.options.mask_errors
+
+        def render(value: Any) -> Any:
+            # The engine sorts out how the run ended: protocol errors (a missing capability, a
+            # malformed answer) stay errors, and the tool's own errors come back as a Failure.
+            if type(value) is Failure:
+                prefix = f"Error executing tool {name!r}: "
+                return tool_error(failure_text(value.exc, f"tool {name!r}", mask, prefix))
+            return entry.result(value)
+
+        round_ = self._rounds.round(ctx, name, arguments)
+        if entry.task is not None and self._tasks is not None:
+            return await self._tasks.call(ctx, entry.task, name, round_, invoke, render)
+        return await round_.complete(invoke, render)
+
+    @staticmethod
+    def _timed(
+        signature: FunctionSignature,
+        kwargs: dict[str, Any],
+        pool: WorkerPool | None,
+        name: str,
+        timeout: float,
+    ) -> Callable[[RequestContext], Awaitable[Any]]:
+        """A tool's call bounded by its own `timeout` (past it, a tool error)."""
 
         async def invoke(c: RequestContext) -> Any:
-            if timeout is None:
-                return await signature.call(dict(kwargs), c, pool)
             scope = asyncio.timeout(timeout)
             try:
                 async with scope:
@@ -864,20 +910,7 @@ class Server:
                     f"Tool {name!r} did not finish within its timeout ({timeout:g} s)"
                 ) from None
 
-        mask = self.options.mask_errors
-
-        def render(value: Any) -> Any:
-            # The engine sorts out how the run ended: protocol errors (a missing capability, a
-            # malformed answer) stay errors, and the tool's own errors come back as a Failure.
-            if isinstance(value, Failure):
-                prefix = f"Error executing tool {name!r}: "
-                return tool_error(failure_text(value.exc, f"tool {name!r}", mask, prefix))
-            return entry.result(value)
-
-        round_ = self._rounds.round(ctx, name, arguments)
-        if entry.task is not None and self._tasks is not None:
-            return await self._tasks.call(ctx, entry.task, name, round_, invoke, render)
-        return await round_.complete(invoke, render)
+        return invoke
 
     async def _get_prompt(self, ctx: RequestContext) -> dict[str, Any]:
         params = ctx.params

@@ -11,7 +11,7 @@ import inspect
 import sys
 import types
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, get_args, get_origin
 
 import pydantic
@@ -113,6 +113,7 @@ class FunctionSignature:
 
     __slots__ = (
         "_fields",
+        "_validate",
         "arg_model",
         "context_param",
         "fn",
@@ -151,6 +152,13 @@ class FunctionSignature:
             **fields,
         )
         self._fields = tuple(fields)
+        model = self.arg_model
+        # A complete model's validator can be held; an incomplete one is rebuilt on use.
+        self._validate: Callable[[Any], BaseModel] = (
+            model.__pydantic_validator__.validate_python
+            if model.__pydantic_complete__
+            else model.model_validate
+        )
         self.param_names = self._fields
         self.required = tuple(n for n, (_, d) in fields.items() if d is ...)
         self.return_annotation = hints.get("return", inspect.Signature.empty)
@@ -175,11 +183,29 @@ class FunctionSignature:
         if not self._fields:
             return {}
         try:
-            model = self.arg_model.model_validate(arguments or {})
+            # The model's validator itself: `model_validate` only wraps it.
+            model = self._validate(arguments or {})
         except pydantic.ValidationError as exc:
             raise ValidationFailure(describe_validation_error(exc)) from None
         values = model.__dict__
         return {name: values[name] for name in self._fields}
+
+    def start(
+        self, kwargs: dict[str, Any], ctx: Any, pool: WorkerPool | None = None
+    ) -> Awaitable[Any]:
+        """What `call(dict(kwargs), ctx, pool)` awaits, started now: for an async function its
+        own coroutine, without a coroutine of ours around it. `kwargs` is not changed, so the
+        same arguments can start the function again (a legacy session's driven rounds)."""
+        if not self.is_async:
+            return self.call(dict(kwargs), ctx, pool)
+        if self.context_param is None and not self.state_params:
+            return self.fn(**kwargs)  # type: ignore[no-any-return]
+        given = dict(kwargs)
+        if self.context_param is not None:
+            given[self.context_param] = ctx
+        for name in self.state_params:
+            given[name] = ctx.state
+        return self.fn(**given)  # type: ignore[no-any-return]
 
     async def call(self, kwargs: dict[str, Any], ctx: Any, pool: WorkerPool | None = None) -> Any:
         """Call the function with validated arguments and the context: a sync one in a thread
