@@ -21,7 +21,6 @@ import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -113,8 +112,13 @@ ProgressCallback = Callable[[float, float | None, str | None], Any]
 LogHandler = Callable[[dict[str, Any]], Any]
 #: What `_loop` does with a `CreateTaskResult`: returns the final result's raw object.
 TaskHook = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+#: A transport's optional `request_within(message, limit)`: `request`, bounded as a whole by
+#: `limit` seconds (0: unbounded), raising `TimeoutError` past it.
+BoundedRequest = Callable[[dict[str, Any], float], Awaitable[dict[str, Any]]]
 
 _DISCOVER = "server/discover"
+#: What bounds an MRTR flow that has no `max_total_timeout`.
+_UNBOUNDED = contextlib.nullcontext()
 #: Session-wide notifications of a legacy server that `client.listen` blocks receive.
 _LIST_CHANGES = frozenset(
     {
@@ -130,7 +134,9 @@ def _parse_result(method: str, model: type[R], result: Mapping[str, Any]) -> R:
     """`result` as `model`. What a server sends is checked like any input: a result that does
     not fit is its protocol violation, reported as an `McpError`, never a `ValidationError`."""
     try:
-        return model.model_validate(result)
+        # The model's validator itself: `model_validate` adds only a Python frame and the
+        # checks of options not given here (about a third of a small result's validation).
+        return model.__pydantic_validator__.validate_python(result)  # type: ignore[no-any-return]
     except ValidationError as exc:
         raise McpError(
             PROTOCOL_VIOLATION,
@@ -138,19 +144,13 @@ def _parse_result(method: str, model: type[R], result: Mapping[str, Any]) -> R:
         ) from None
 
 
-@dataclass(slots=True)
-class _FlowPosition:
-    """Where an MRTR flow stands: the `requestState` and answers the next round carries."""
-
-    state: str | None
-    responses: dict[str, Any] | None
-
-    def mark(self, error: McpError) -> McpError:
-        """Record on `error` what resuming the flow needs (see `McpError.request_state`)."""
-        if self.state is not None or self.responses:
-            error.request_state = self.state
-            error.input_responses = dict(self.responses) if self.responses else None
-        return error
+def _mark(error: McpError, state: str | None, answers: dict[str, Any] | None) -> McpError:
+    """Record on `error` what resuming the flow needs (see `McpError.request_state`): the
+    `requestState` and the answers the next round would have carried."""
+    if state is not None or answers:
+        error.request_state = state
+        error.input_responses = dict(answers) if answers else None
+    return error
 
 
 class _ProbeTimeout(Exception):
@@ -213,6 +213,9 @@ class Client:
         self._connected = False
         # Each listed tool's outputSchema, by tool name, to read `CallToolResult.data` with.
         self._tool_outputs: dict[str, KnownOutput] = {}
+        self._plain_task_hook: TaskHook | None = None
+        self._within_for: object = None  # the transport `_within_fn` was looked up on
+        self._within_fn: BoundedRequest | None = None
         if elicitation_handler is not None:
             self.set_elicitation_handler(elicitation_handler, modes=elicitation_modes)
         if sampling_handler is not None:
@@ -439,26 +442,42 @@ class Client:
         produced it (another one when the server asked for it with -32022)."""
         body = dict(params) if params else {}
         limit = self.options.request_timeout if timeout is None else timeout
-        response = await self._send(method, body, meta, limit, version=version)
+        response = await self._send(method, body, meta, limit, None, version)
         if "error" in response:
-            error = McpError.from_error(response["error"])
-            retry = self._version_to_retry(error)
-            if retry is None:
-                raise error
-            # The server named the versions it serves: switch to one we speak and ask again,
-            # once, as a new request (versioning.md: the client SHOULD retry). Only this
-            # request switches: another flow running on this client keeps its own version.
-            logger.info("server asked for protocol version %s; retrying %s", retry, method)
-            response = await self._send(method, body, meta, limit, version=retry)
-            if "error" in response:
-                raise McpError.from_error(response["error"])
-            if self._protocol_version == version:
-                self.protocol_version = retry  # later requests start from what worked
-            version = retry
+            response, version = await self._retry_version(
+                method, body, meta, limit, version, response
+            )
         result = response.get("result")
         if not isinstance(result, dict):
             raise McpError(PROTOCOL_VIOLATION, f"{method}: the server's result is not an object")
         return result, version
+
+    async def _retry_version(
+        self,
+        method: str,
+        body: dict[str, Any],
+        meta: Mapping[str, Any] | None,
+        limit: float,
+        version: str,
+        response: dict[str, Any],
+    ) -> tuple[dict[str, Any], str]:
+        """After an error `response`: raise it, unless it is a -32022 naming a version this
+        client speaks; then the request is sent again with that version, once. Returns the
+        new response and the version that produced it."""
+        error = McpError.from_error(response["error"])
+        retry = self._version_to_retry(error)
+        if retry is None:
+            raise error
+        # The server named the versions it serves: switch to one we speak and ask again,
+        # once, as a new request (versioning.md: the client SHOULD retry). Only this
+        # request switches: another flow running on this client keeps its own version.
+        logger.info("server asked for protocol version %s; retrying %s", retry, method)
+        response = await self._send(method, body, meta, limit, None, retry)
+        if "error" in response:
+            raise McpError.from_error(response["error"])
+        if self._protocol_version == version:
+            self.protocol_version = retry  # later requests start from what worked
+        return response, retry
 
     async def _send(
         self,
@@ -470,24 +489,9 @@ class Client:
         version: str | None = None,
     ) -> dict[str, Any]:
         era = self._era
-        if era is MODERN:  # the hot path, inline: `_send_modern` without two more awaits
-            base = self._meta
-            if version is not None and version != self._protocol_version:
-                base = {**base, meta_keys.PROTOCOL_VERSION: version}
-            body["_meta"] = {**base, **meta} if meta else base
-            if request_id is None:
-                request_id = next(self._ids)
-            message = jsonrpc.request(request_id, method, body)
-            try:
-                if limit > 0:
-                    with Deadline(limit):
-                        return await self.transport.request(message)
-                return await self.transport.request(message)
-            except TimeoutError:
-                raise McpError(
-                    REQUEST_TIMEOUT,
-                    f"{method} got no response within {limit:g} s; request cancelled",
-                ) from None
+        if era is MODERN:  # the hot path first: `_send_modern` without its await
+            message = self._modern_request(method, body, meta, request_id, version)
+            return await self._exchange(message, method, limit)
         if era is None:
             return await self._first_exchange(method, body, meta, limit, request_id, version)
         return await self._send_legacy(method, body, meta, limit)
@@ -501,25 +505,49 @@ class Client:
         request_id: jsonrpc.RequestId | None,
         version: str | None,
     ) -> dict[str, Any]:
+        message = self._modern_request(method, body, meta, request_id, version)
+        return await self._exchange(message, method, limit)
+
+    def _modern_request(
+        self,
+        method: str,
+        body: dict[str, Any],
+        meta: Mapping[str, Any] | None,
+        request_id: jsonrpc.RequestId | None,
+        version: str | None,
+    ) -> dict[str, Any]:
+        """The request message in 2026-07-28 form: `body` with the client's `_meta` (the
+        prebuilt block, shared by every request while nothing in it changes)."""
         base = self._meta
         if version is not None and version != self._protocol_version:
             base = {**base, meta_keys.PROTOCOL_VERSION: version}
         body["_meta"] = {**base, **meta} if meta else base
         if request_id is None:
             request_id = next(self._ids)
-        return await self._exchange(jsonrpc.request(request_id, method, body), method, limit)
+        return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body}
 
     async def _exchange(self, message: dict[str, Any], method: str, limit: float) -> dict[str, Any]:
         """One request through the transport, bounded by `limit` seconds (0: unbounded)."""
+        within = self._within()
         try:
+            if within is not None:
+                return await within(message, limit)
             if limit > 0:
                 with Deadline(limit):
                     return await self.transport.request(message)
             return await self.transport.request(message)
         except TimeoutError:
-            raise McpError(
-                REQUEST_TIMEOUT, f"{method} got no response within {limit:g} s; request cancelled"
-            ) from None
+            raise _no_response(method, limit) from None
+
+    def _within(self) -> BoundedRequest | None:
+        """The transport's `request_within(message, limit)`, when it has one: it bounds the
+        request itself (HTTP: in place of a bound of its own on each exchange, so one deadline
+        instead of two). Looked up again whenever `self.transport` is another object."""
+        transport = self.transport
+        if transport is not self._within_for:
+            self._within_for = transport
+            self._within_fn = getattr(transport, "request_within", None)
+        return self._within_fn
 
     # --- the era: settled by the first exchange --------------------------------------------------
 
@@ -1020,9 +1048,14 @@ class Client:
         return TaskHandle(self._task_channel(), task_id, tool=tool, output_type=output_type)
 
     def _task_driver(self, on_status: TaskStatusCallback | None) -> TaskHook:
+        if on_status is None and self._plain_task_hook is not None:
+            return self._plain_task_hook  # the same for every call: made once
+
         async def hook(created: dict[str, Any]) -> dict[str, Any]:
             return await drive(self._task_channel(), created, on_status)
 
+        if on_status is None:
+            self._plain_task_hook = hook
         return hook
 
     def _task_channel(self) -> TaskChannel:
@@ -1095,7 +1128,7 @@ class Client:
         self,
         method: str,
         target: str,
-        params: dict[str, Any],
+        base: dict[str, Any],
         model: type[R],
         responses: Mapping[str, Any] | None,
         state: str | None,
@@ -1103,6 +1136,7 @@ class Client:
         meta: Mapping[str, Any] | None,
         task: TaskHook | None = None,
     ) -> R:
+        """The MRTR loop: send, answer the server's questions, retry until a final result."""
         config = self.options.input_required
         token: str | None = None
         if progress is not None:
@@ -1110,92 +1144,108 @@ class Client:
             self._progress[token] = progress
             meta = {**(meta or {}), meta_keys.PROGRESS_TOKEN: token}
         budget = config.max_total_timeout
-        position = _FlowPosition(state, dict(responses) if responses else None)
-        try:
-            if budget <= 0:
-                return await self._loop(method, target, params, model, position, meta, task)
-            with Deadline(budget):
-                return await self._loop(method, target, params, model, position, meta, task)
-        except TimeoutError:
-            raise position.mark(
-                McpError(
-                    REQUEST_TIMEOUT,
-                    f"{method} {target!r} did not complete within max_total_timeout "
-                    f"({budget:g} s); the request in flight was cancelled",
-                )
-            ) from None
-        except McpError as error:
-            position.mark(error)  # whatever ended the flow, it can be resumed from here
-            raise
-        finally:
-            if token is not None:
-                self._progress.pop(token, None)
-
-    async def _loop(
-        self,
-        method: str,
-        target: str,
-        base: dict[str, Any],
-        model: type[R],
-        position: _FlowPosition,
-        meta: Mapping[str, Any] | None,
-        task: TaskHook | None = None,
-    ) -> R:
-        config = self.options.input_required
+        # Where the flow stands: the `requestState` and answers the next round carries, which
+        # an error that ends the flow records, so that it can be resumed from there.
+        answers = dict(responses) if responses else None
         # The flow keeps the version it started with: its requestState is bound to it, so a
         # switch made meanwhile by another flow on this client must not reach its rounds.
         version = self._protocol_version
         rounds = 0
         backoff = 0.05
-        while True:
-            params = dict(base)
-            if position.responses:
-                params["inputResponses"] = position.responses
-            if position.state is not None:
-                params["requestState"] = position.state
-            started = time.perf_counter()
-            result, version = await self._request(
-                method, params, meta, config.round_timeout, version
-            )
-            kind = result.get("resultType", "complete")
-            if kind == "complete":
-                return _parse_result(method, model, result)
-            if kind == RESULT_TYPE_TASK and task is not None:
-                return _parse_result(method, model, await task(result))
-            if kind != INPUT_REQUIRED:
-                raise McpError(
-                    PROTOCOL_VIOLATION, f"{method}: the server sent an unknown resultType {kind!r}"
-                )
-            if not config.auto_fulfill:
-                raise InputRequiredError(_parse_result(method, InputRequiredResult, result))
-            requests = result.get("inputRequests")
-            state = result.get("requestState")
-            if state is not None and not isinstance(state, str):
-                raise McpError(
-                    PROTOCOL_VIOLATION, f"{method}: the server's requestState is not a string"
-                )
-            if not requests and state is None:
-                raise McpError(
-                    PROTOCOL_VIOLATION,
-                    f"{method}: input_required result with neither inputRequests nor requestState",
-                )
-            # From here on the flow resumes from this state, with the answers gathered so far.
-            answers: dict[str, Any] = {}
-            position.state, position.responses = state, answers
-            rounds += 1
-            if rounds > config.max_rounds:
-                raise McpError(
-                    MAX_ROUNDS_EXCEEDED,
-                    f"{method} {target!r}: the server still asked for input after "
-                    f"{config.max_rounds} rounds (max_rounds); giving up",
-                )
-            if requests:
-                await self._resolve(requests, answers)
-            else:
-                # Only a state: the server says "not yet". Back off instead of busy-polling.
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 0.25)
-            self._report_round(method, target, rounds, requests or {}, state, started)
+        try:
+            with Deadline(budget) if budget > 0 else _UNBOUNDED:
+                while True:
+                    params = dict(base)
+                    if answers:
+                        params["inputResponses"] = answers
+                    if state is not None:
+                        params["requestState"] = state
+                    started = time.perf_counter()
+                    limit = config.round_timeout
+                    if self._era is MODERN:
+                        # `_send` and `_exchange` written out: two awaits less on every round.
+                        message = self._modern_request(method, params, meta, None, version)
+                        within = self._within()
+                        try:
+                            if within is not None:
+                                response = await within(message, limit)
+                            elif limit > 0:
+                                with Deadline(limit):
+                                    response = await self.transport.request(message)
+                            else:
+                                response = await self.transport.request(message)
+                        except TimeoutError:
+                            raise _no_response(method, limit) from None
+                    else:
+                        response = await self._send(method, params, meta, limit, None, version)
+                    if "error" in response:
+                        response, version = await self._retry_version(
+                            method, params, meta, limit, version, response
+                        )
+                    result = response.get("result")
+                    if not isinstance(result, dict):
+                        raise McpError(
+                            PROTOCOL_VIOLATION, f"{method}: the server's result is not an object"
+                        )
+                    kind = result.get("resultType", "complete")
+                    if kind == "complete":
+                        return _parse_result(method, model, result)
+                    if kind == RESULT_TYPE_TASK and task is not None:
+                        return _parse_result(method, model, await task(result))
+                    if kind != INPUT_REQUIRED:
+                        raise McpError(
+                            PROTOCOL_VIOLATION,
+                            f"{method}: the server sent an unknown resultType {kind!r}",
+                        )
+                    if not config.auto_fulfill:
+                        raise InputRequiredError(_parse_result(method, InputRequiredResult, result))
+                    requests = result.get("inputRequests")
+                    asked = result.get("requestState")
+                    if asked is not None and not isinstance(asked, str):
+                        raise McpError(
+                            PROTOCOL_VIOLATION,
+                            f"{method}: the server's requestState is not a string",
+                        )
+                    if not requests and asked is None:
+                        raise McpError(
+                            PROTOCOL_VIOLATION,
+                            f"{method}: input_required result with neither inputRequests nor "
+                            "requestState",
+                        )
+                    # From here on the flow resumes from this state, with the answers
+                    # gathered so far (`_resolve` fills the dict in as they come).
+                    state, answers = asked, {}
+                    rounds += 1
+                    if rounds > config.max_rounds:
+                        raise McpError(
+                            MAX_ROUNDS_EXCEEDED,
+                            f"{method} {target!r}: the server still asked for input after "
+                            f"{config.max_rounds} rounds (max_rounds); giving up",
+                        )
+                    if requests:
+                        await self._resolve(requests, answers)
+                    else:
+                        # Only a state: the server says "not yet". Back off, not busy-poll.
+                        await asyncio.sleep(backoff)
+                        backoff = min(backoff * 2, 0.25)
+                    if self.options.on_round is not None or logger.isEnabledFor(logging.DEBUG):
+                        self._report_round(method, target, rounds, requests or {}, state, started)
+        except TimeoutError:
+            raise _mark(
+                McpError(
+                    REQUEST_TIMEOUT,
+                    f"{method} {target!r} did not complete within max_total_timeout "
+                    f"({budget:g} s); the request in flight was cancelled",
+                ),
+                state,
+                answers,
+            ) from None
+        except McpError as error:
+            _mark(error, state, answers)  # whatever ended the flow, it can be resumed from here
+            raise
+        finally:
+            if token is not None:
+                self._progress.pop(token, None)
 
     def _report_round(
         self,
@@ -1206,8 +1256,6 @@ class Client:
         state: str | None,
         started: float,
     ) -> None:
-        if self.options.on_round is None and not logger.isEnabledFor(logging.DEBUG):
-            return  # nobody is watching: skip building the report
         info = RoundInfo(
             method=method,
             target=target,
@@ -1453,6 +1501,12 @@ class Client:
                     await outcome
             else:
                 logger.info("server log [%s]: %s", params.get("level"), params.get("data"))
+
+
+def _no_response(method: str, limit: float) -> McpError:
+    return McpError(
+        REQUEST_TIMEOUT, f"{method} got no response within {limit:g} s; request cancelled"
+    )
 
 
 def _accepts_on_request(transport: object) -> bool:

@@ -40,6 +40,7 @@ the next `initialize` opens a new one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import itertools
 import logging
@@ -121,6 +122,8 @@ _CLOSE_WAIT = 5.0  # seconds the closing DELETE (and the session's tasks) may ta
 # (the standalone GET stream, which carries no responses), or else the request's own id.
 _ANY_RESPONSE: Any = object()
 _NO_RESPONSE: Any = object()
+#: What bounds an exchange that has no time limit (a listen stream, or `timeout=0`).
+_UNBOUNDED = contextlib.nullcontext()
 
 
 class HTTPTransport:
@@ -219,21 +222,43 @@ class HTTPTransport:
 
     async def request(self, message: dict[str, Any]) -> dict[str, Any]:
         """POST one request and return its response (after the notifications streamed first)."""
+        return await self._handle(message, False)
+
+    async def request_within(self, message: dict[str, Any], limit: float) -> dict[str, Any]:
+        """`request`, bounded as a whole by `limit` seconds (0: no bound): past it the request
+        is cancelled and `TimeoutError` raised. The client sends every request this way.
+
+        When `limit` is no longer than the transport's own `timeout`, the bound of each
+        exchange is left out: it could never fire first, since the whole request's bound
+        started earlier and ends no later (retries start later still). One deadline per
+        request instead of two, and the same timeout as the two would give.
+        """
+        if limit <= 0:
+            return await self._handle(message, False)
+        with Deadline(limit):
+            return await self._handle(message, limit <= self._timeout)
+
+    async def _handle(self, message: dict[str, Any], bounded: bool) -> dict[str, Any]:
+        """`request`; `bounded`: the caller bounds it within `timeout` (`request_within`)."""
         method = message.get("method")
         legacy = self._legacy
         if legacy is not None and method != "initialize":
             # No tool-header bookkeeping: those headers are 2026-07-28 only.
             try:
-                return await self._request(message)
+                return await self._request(message, bounded)
             except asyncio.CancelledError:
                 # A legacy server does not take a closed stream for a cancellation (a network
                 # drop looks the same), so it is told.
                 self._cancel_on_server(legacy, message)
                 raise
-        response = await self._request(message)
+        response = await self._request(message, bounded)
         if method == "tools/list":
             self._screen_tools(response)
-        elif method == "tools/call" and _error_code(response) == HEADER_MISMATCH:
+        elif (
+            method == "tools/call"
+            and "error" in response
+            and _error_code(response) == HEADER_MISMATCH
+        ):
             response = await self._retry_with_fresh_headers(message, response)
         return response
 
@@ -265,8 +290,10 @@ class HTTPTransport:
             raise McpError(CONNECTION_CLOSED, "transport is not connected")
         return self._session
 
-    async def _request(self, message: dict[str, Any]) -> dict[str, Any]:
-        session = self._require_session()
+    async def _request(self, message: dict[str, Any], bounded: bool = False) -> dict[str, Any]:
+        session = self._session
+        if session is None:
+            raise McpError(CONNECTION_CLOSED, "transport is not connected")
         method = str(message.get("method"))
         legacy = self._legacy
         if method == "initialize":
@@ -277,12 +304,13 @@ class HTTPTransport:
             headers = legacy.headers
         else:
             headers = self._headers_for(message)
-        limit = None if method == "subscriptions/listen" or self._timeout <= 0 else self._timeout
+        exempt = bounded or method == "subscriptions/listen" or self._timeout <= 0
+        limit = None if exempt else self._timeout
         sent = message
         refused = reissued = 0
         while True:
             try:
-                answer = await self._exchange(session, sent, headers, limit, legacy)
+                answer = await self._exchange(session, sent, method, headers, limit, legacy)
             except _NotConnected as exc:
                 refused += 1
                 if refused >= self.connect_attempts:
@@ -322,16 +350,30 @@ class HTTPTransport:
         self,
         session: aiohttp.ClientSession,
         message: dict[str, Any],
+        method: str,
         headers: CIMultiDict[str],
         limit: float | None,
         legacy: HTTPSession | None,
     ) -> dict[str, Any]:
-        method = str(message.get("method"))
+        """One POST and the JSON-RPC response it brings, its failures sorted into what
+        `_request` does with them."""
+        # A legacy stream may carry other responses (replays, a confused server): only ours ends
+        # it. A 2026-07-28 stream keeps its rule: the response on it is the answer.
+        expect = message.get("id") if legacy is not None else _ANY_RESPONSE
         try:
-            if limit is None:
-                return await self._post(session, message, headers, legacy)
-            with Deadline(limit):
-                return await self._post(session, message, headers, legacy)
+            with Deadline(limit) if limit is not None else _UNBOUNDED:
+                async with session.post(
+                    self.url, data=orjson.dumps(message), headers=headers
+                ) as response:
+                    status = response.status
+                    if status == 404 and legacy is not None and legacy.session_id is not None:
+                        raise self._session_expired(legacy, method)
+                    if method == "initialize":
+                        session_id = _session_id_of(response) if 200 <= status < 300 else None
+                        answer = await self._answer_in(response, method, expect, legacy)
+                        self._open_session(answer, session_id)
+                        return answer
+                    return await self._answer_in(response, method, expect, legacy)
         except (aiohttp.ClientConnectorCertificateError, aiohttp.ClientSSLError) as exc:
             # A TLS failure will not go away by trying again.
             raise McpError(
@@ -356,28 +398,6 @@ class HTTPTransport:
                 HTTP_ERROR, f"{method}: HTTP request to {self.url} failed: {exc}"
             ) from None
 
-    async def _post(
-        self,
-        session: aiohttp.ClientSession,
-        message: dict[str, Any],
-        headers: CIMultiDict[str],
-        legacy: HTTPSession | None,
-    ) -> dict[str, Any]:
-        method = str(message.get("method"))
-        # A legacy stream may carry other responses (replays, a confused server): only ours ends
-        # it. A 2026-07-28 stream keeps its rule: the response on it is the answer.
-        expect = message.get("id") if legacy is not None else _ANY_RESPONSE
-        async with session.post(self.url, data=orjson.dumps(message), headers=headers) as response:
-            status = response.status
-            if status == 404 and legacy is not None and legacy.session_id is not None:
-                raise self._session_expired(legacy, method)
-            if method == "initialize":
-                session_id = _session_id_of(response) if 200 <= status < 300 else None
-                answer = await self._answer_in(response, method, expect, legacy)
-                self._open_session(answer, session_id)
-                return answer
-            return await self._answer_in(response, method, expect, legacy)
-
     async def _answer_in(
         self,
         response: aiohttp.ClientResponse,
@@ -391,7 +411,11 @@ class HTTPTransport:
         status = response.status
         if content_type == _SSE and status == 200:
             return await self._read_stream(response, method, expect, legacy)
-        body = await self._read_body(response, method)
+        declared = response.content_length
+        if declared is not None and declared <= self.max_message_size:
+            body = await response.read()  # `_read_body`'s common case, one frame less
+        else:
+            body = await self._read_body(response, method)
         answer = _json_response(body) if content_type == "application/json" else None
         if 200 <= status < 300 and status != 202:
             if answer is None:
@@ -771,33 +795,31 @@ class HTTPTransport:
 
     def _headers_for(self, message: dict[str, Any]) -> CIMultiDict[str]:
         params = message.get("params")
-        if not isinstance(params, dict):
-            params = {}
         method = message.get("method")
-        field = mcp_headers.NAME_FIELDS.get(method) if isinstance(method, str) else None
+        if type(params) is not dict or type(method) is not str:
+            return self._build_headers(message)  # nothing the cache could be keyed on
+        field = mcp_headers.NAME_FIELDS.get(method)
         name = params.get(field) if field is not None else None
         meta = params.get("_meta")
-        version = meta.get(meta_keys.PROTOCOL_VERSION) if isinstance(meta, dict) else None
+        version = meta.get(meta_keys.PROTOCOL_VERSION) if type(meta) is dict else None
         # A request's headers depend on its method, name and version alone unless the tool
         # mirrors arguments into Mcp-Param-* headers; those blocks are built once and reused
-        # (aiohttp copies what it is given).
-        key = (method, name, version)
-        cacheable = (
-            isinstance(method, str)
-            and isinstance(name, str | None)
-            and isinstance(version, str | None)
+        # (aiohttp copies what it is given). Exact `str` types only (or None): anything else
+        # is built afresh, as is a call of a tool with Mcp-Param-* headers.
+        if (
+            (name is None or type(name) is str)
+            and (version is None or type(version) is str)
             and not (method == "tools/call" and self._tool_headers.get(name))  # type: ignore[arg-type]
-        )
-        if cacheable:
+        ):
+            key = (method, name, version)
             cached = self._header_cache.get(key)
-            if cached is not None:
-                return cached
-        headers = self._build_headers(message)
-        if cacheable:
-            if len(self._header_cache) >= _HEADER_CACHE_SIZE:
-                self._header_cache.clear()
-            self._header_cache[key] = headers
-        return headers
+            if cached is None:
+                cached = self._build_headers(message)
+                if len(self._header_cache) >= _HEADER_CACHE_SIZE:
+                    self._header_cache.clear()
+                self._header_cache[key] = cached
+            return cached
+        return self._build_headers(message)
 
     def _build_headers(self, message: dict[str, Any]) -> CIMultiDict[str]:
         headers = self._base_headers.copy()

@@ -13,6 +13,8 @@ import contextlib
 import inspect
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from ..protocol import jsonrpc
 from ..protocol.errors import CONNECTION_CLOSED, McpError
 from .base import NotificationHandler, RequestHandler
@@ -52,11 +54,13 @@ class MemoryTransport:
     async def request(self, message: dict[str, Any]) -> dict[str, Any]:
         if not self._open:
             raise McpError(CONNECTION_CLOSED, "transport is not connected")
-        decoded = jsonrpc.loads(jsonrpc.dumps(message))
+        # orjson itself rather than `jsonrpc.dumps`/`loads`: what it encoded, it decodes (no
+        # parse error to translate), and an unencodable message raises the same TypeError.
+        decoded = orjson.loads(orjson.dumps(message))
         response = await self._server.handle_message(decoded, self._from_server, "memory")
         if response is None:  # pragma: no cover - a request always gets a response
             raise McpError(CONNECTION_CLOSED, "the server sent no response")
-        return jsonrpc.loads(jsonrpc.dumps(response))  # type: ignore[no-any-return]
+        return orjson.loads(orjson.dumps(response))  # type: ignore[no-any-return]
 
     async def notify(self, message: dict[str, Any]) -> None:
         if self._open:
