@@ -115,7 +115,12 @@ def _answers_digest(responses: Any) -> bytes:
         encoded = orjson.dumps(responses)
     except TypeError:  # answers orjson cannot write (checked on arrival, so rare): by repr
         encoded = repr(responses).encode("utf-8", "surrogatepass")
-    return binascii.hexlify(hashlib.blake2b(encoded, digest_size=_DIGEST_LEN // 2).digest())
+    digest = _ANSWERS_HASH.copy()  # a copy costs less than making a hasher
+    digest.update(encoded)
+    return binascii.hexlify(digest.digest())
+
+
+_ANSWERS_HASH: Final = hashlib.blake2b(digest_size=_DIGEST_LEN // 2)
 
 
 class _Throttle:
@@ -214,29 +219,62 @@ class Redemptions:
         key = f"mrtr/round/{verified.flow_id}/{verified.round}"
         digest = _answers_digest(responses)
         kept_for = self._outcome_ttl(verified)
-        running_for = kept_for if self.round_timeout <= 0 else self.round_timeout + _MARGIN
-        running_for = min(running_for, kept_for)
-        running = _RUNNING + digest + PROCESS_ID.encode()
-        # The first redemption, every flow's case: claim the round and run it.
+        timeout = self.round_timeout
+        running_for = kept_for if timeout <= 0 else min(timeout + _MARGIN, kept_for)
+        running = b"".join((_RUNNING, digest, PROCESS_ID.encode()))
         if await store.add(key, running, running_for):
+            # The first redemption, every flow's case: the round is claimed, and it runs below.
             beat = self._beat
             if beat is None or beat.done():
                 await self._beating()
-            return await self._run(key, digest, kept_for, binding, run, early)
-        return await self._again(key, digest, kept_for, running, running_for, binding, run, early)
+        else:
+            outcome = await self._again(key, digest, running, running_for, binding)
+            if outcome is not None:
+                return outcome
+        # This request runs the round (written out here rather than in a coroutine of its
+        # own: every redemption comes this way).
+        if early is not None:
+
+            async def settle(outcome: dict[str, Any]) -> None:
+                await self._keep(key, _RESULT, digest, outcome, kept_for, binding)
+
+            early._keep = settle
+        # A cancellation (or a process that dies) leaves "running" to expire on its own: the
+        # handler may have got past its side effect, so the round is not simply reopened.
+        try:
+            result = await run()
+        except McpError as exc:
+            if early is not None and early.settled:
+                raise  # rule 5: the round's outcome is already recorded
+            if exc.code in _REFUSALS:
+                await self._release(key, binding)
+            else:
+                await self._keep(key, _ERROR, digest, exc.to_error(), kept_for, binding)
+            raise
+        except Exception:
+            if early is not None and early.settled:
+                raise
+            # The dispatcher logs it and answers this generic error; a replay gets it too.
+            error = {
+                "code": INTERNAL_ERROR,
+                "message": f"Internal error while handling {binding.method}",
+            }
+            await self._keep(key, _ERROR, digest, error, kept_for, binding)
+            raise
+        if early is None or not early.settled:
+            await self._keep(key, _RESULT, digest, result, kept_for, binding)
+        return result
 
     async def _again(
         self,
         key: str,
         digest: bytes,
-        kept_for: float,
         running: bytes,
         running_for: float,
         binding: StateBinding,
-        run: Callable[[], Awaitable[dict[str, Any]]],
-        early: EarlyOutcome | None,
-    ) -> dict[str, Any]:
-        """A round already claimed: its outcome, once it has one (rules 1 and 3)."""
+    ) -> dict[str, Any] | None:
+        """A round already claimed: its outcome, once it has one (rules 1 and 3); None once
+        this request has claimed the round itself, to run it."""
         store = self.store
         started = self.clock()
         waited_until = started + running_for
@@ -247,7 +285,7 @@ class Redemptions:
             if record is None:  # expired or dropped since it was claimed: claim it again
                 if await store.add(key, running, running_for):
                     await self._beating()
-                    return await self._run(key, digest, kept_for, binding, run, early)
+                    return None
                 continue
             if record[:1] != _RUNNING:
                 return self._replay(record, digest, binding)
@@ -261,7 +299,7 @@ class Redemptions:
             if now >= next_check:
                 next_check = now + _LIVENESS_CHECK
                 if await self._take_over(key, record, running, running_for, binding):
-                    return await self._run(key, digest, kept_for, binding, run, early)
+                    return None
             await asyncio.sleep(delay)
             delay = min(delay * 2, _LAST_POLL)
 
@@ -302,47 +340,6 @@ class Redemptions:
             # A store that fails now is reported by the requests that need it.
             with contextlib.suppress(Exception):
                 await self.store.set(key, b"1", LIVENESS_TTL)
-
-    async def _run(
-        self,
-        key: str,
-        digest: bytes,
-        kept_for: float,
-        binding: StateBinding,
-        run: Callable[[], Awaitable[dict[str, Any]]],
-        early: EarlyOutcome | None = None,
-    ) -> dict[str, Any]:
-        if early is not None:
-
-            async def settle(outcome: dict[str, Any]) -> None:
-                await self._keep(key, _RESULT, digest, outcome, kept_for, binding)
-
-            early._keep = settle
-        # A cancellation (or a process that dies) leaves "running" to expire on its own: the
-        # handler may have got past its side effect, so the round is not simply reopened.
-        try:
-            result = await run()
-        except McpError as exc:
-            if early is not None and early.settled:
-                raise  # rule 5: the round's outcome is already recorded
-            if exc.code in _REFUSALS:
-                await self._release(key, binding)
-            else:
-                await self._keep(key, _ERROR, digest, exc.to_error(), kept_for, binding)
-            raise
-        except Exception:
-            if early is not None and early.settled:
-                raise
-            # The dispatcher logs it and answers this generic error; a replay gets it too.
-            error = {
-                "code": INTERNAL_ERROR,
-                "message": f"Internal error while handling {binding.method}",
-            }
-            await self._keep(key, _ERROR, digest, error, kept_for, binding)
-            raise
-        if early is None or not early.settled:
-            await self._keep(key, _RESULT, digest, result, kept_for, binding)
-        return result
 
     async def _release(self, key: str, binding: StateBinding) -> None:
         try:

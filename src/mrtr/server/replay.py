@@ -128,8 +128,12 @@ KEY_PREFIX = {ELICITATION_CREATE: "elicit", SAMPLING_CREATE_MESSAGE: "sample", R
 
 
 def _question_hash(method: str, params: dict[str, Any]) -> bytes:
-    raw = orjson.dumps([method, params], option=orjson.OPT_SORT_KEYS)
-    return hashlib.blake2b(raw, digest_size=12).digest()
+    hashed = _QUESTION_HASH.copy()  # a copy costs less than making a hasher
+    hashed.update(orjson.dumps([method, params], option=orjson.OPT_SORT_KEYS))
+    return hashed.digest()
+
+
+_QUESTION_HASH: Final = hashlib.blake2b(digest_size=12)
 
 
 def _digest_text(hashed: bytes) -> str:
@@ -148,7 +152,9 @@ def validate_answer(key: str, method: str, value: Any) -> pydantic.BaseModel:
     if model is None:  # pragma: no cover - questions are only built for these methods
         raise invalid_params(f"inputResponses[{key!r}]: no answer expected for {method}")
     try:
-        return model.model_validate(value)
+        # `model_validate` without its wrapper: the same validator with the same defaults.
+        validated: pydantic.BaseModel = model.__pydantic_validator__.validate_python(value)
+        return validated
     except pydantic.ValidationError as exc:
         raise invalid_params(
             f"inputResponses[{key!r}] is not a valid {model.__name__} answer to {method}: "
@@ -219,15 +225,12 @@ class RoundState:
     @classmethod
     def decode(cls, data: bytes, round: int, flow_id: str = "") -> RoundState:
         """Inverse of `encode` (the bytes were authenticated, so they are ours)."""
-        raw = orjson.loads(data) if data else {}
-        return cls(
-            round,
-            raw.get("a", {}),
-            raw.get("q", {}),
-            raw.get("o", {}),
-            raw.get("u"),
-            flow_id=flow_id,
-        )
+        if not data:
+            return cls(round, flow_id=flow_id)
+        raw = orjson.loads(data)
+        # A part left out is None here, for which `__init__` makes the empty dict.
+        get = raw.get
+        return cls(round, get("a"), get("q"), get("o"), get("u"), flow_id=flow_id)
 
     def stored_answers(self) -> dict[str, list[Any]]:
         """`answers` as they are sealed: this round's with only the fields their type defines.
@@ -501,8 +504,13 @@ class Replay:
         cut_short = False
         if self._tasks or self._once_running:
             cut_short = await self._settle(wait_once=True)
-        pending = self.pending()
-        if exc is not None and not pending:
+        # What goes out: every question of this run still unanswered (`pending`), in one pass.
+        outgoing: dict[str, Asked] = {
+            key: (q.method, q.params, q.digest)
+            for key, q in self.questions.items()
+            if self.answer(q) is MISSING
+        }
+        if exc is not None and not outgoing:
             # InputPending with no question of this run pending: raised by hand, or for
             # another request's question. Nothing could answer it.
             return await self._failed(exc)
@@ -512,7 +520,7 @@ class Replay:
             key, problem = next(iter(self._unrecordable.items()))
             return Failure(ReplayError(f"ctx.once({key!r}): {problem}"))
         self._phase = _STOPPED
-        self.outgoing = {key: (q.method, q.params, q.digest) for key, q in pending.items()}
+        self.outgoing = outgoing
         if not cut_short:  # a branch cut short may not have reached its question yet
             self._warn_unasked()
         return STOPPED
@@ -699,8 +707,7 @@ class Replay:
 
     def _warn_unasked(self) -> None:
         state = self.state
-        awaited = self._awaited
-        if all(key in awaited for key in state.asked):
+        if self._awaited.keys() >= state.asked.keys():
             return  # the common case: every question the last round asked was asked again
         answered = [
             key

@@ -97,6 +97,7 @@ _MAX_ROUND: Final = 0xFFFFFFFF
 # Plaintexts are padded to a multiple of this, so a token's length shows the size of what
 # it holds only to within a block (see the module docstring).
 _BLOCK: Final = 64
+_ZEROS: Final = bytes(_BLOCK)
 
 _PT_FLOW_START: Final = _HEADER.size
 _PT_BIND_START: Final = _PT_FLOW_START + _FLOW_ID_LEN
@@ -108,7 +109,19 @@ _MIN_RAW_LEN: Final = _RAW_OVERHEAD + _PT_DATA_START + (-_PT_DATA_START % _BLOCK
 # has_principal, len(method), len(target), len(digest), len(audience), len(principal)
 _BINDING_LENGTHS: Final = struct.Struct(">BIIIII")
 
-_URL_TO_STD: Final = bytes.maketrans(b"-_", b"+/")
+_URL_ALPHABET: Final = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+# Base64url to standard base64 for strict decoding: "-_" become "+/", and the characters of
+# the standard alphabet that base64url lacks ("+/", and the padding "=") become "!", which
+# strict decoding refuses like any other stray character.
+_URL_TO_STD_STRICT: Final = bytes.maketrans(b"-_+/=", b"+/!!!")
+_PADDING: Final = (b"", b"=", b"==")
+# By padding needed: the last characters whose unused low bits (2 of them before one "=", 4
+# before two) are zero. Any other last character spells the same bytes non-canonically.
+_CLEAN_LAST: Final = (
+    b"",
+    bytes(c for i, c in enumerate(_URL_ALPHABET) if not i & 0b11),
+    bytes(c for i, c in enumerate(_URL_ALPHABET) if not i & 0b1111),
+)
 _STD_TO_URL: Final = bytes.maketrans(b"+/", b"-_")
 
 
@@ -131,7 +144,13 @@ class InvalidRequestState(Exception):
         return f"invalid requestState ({self.cause})"
 
 
-@dataclass(frozen=True, slots=True)
+# Frozen dataclasses whose `__init__` is written out: the generated one sets each field through
+# `object.__setattr__`, looked up per field; one of each is made per round. The slots'
+# descriptors (bound after the class is made, see below) set a field directly and are what
+# freezing leaves open, exactly as the generated `__init__` uses it.
+
+
+@dataclass(frozen=True, slots=True, init=False)
 class StateBinding:
     """What a state is bound to: a state minted for one binding never verifies for another."""
 
@@ -146,8 +165,22 @@ class StateBinding:
     principal: str | None = None
     """The authenticated caller when known."""
 
+    def __init__(
+        self,
+        method: str,
+        target: str,
+        arguments_digest: bytes,
+        audience: str,
+        principal: str | None = None,
+    ) -> None:
+        _set_method(self, method)
+        _set_target(self, target)
+        _set_arguments_digest(self, arguments_digest)
+        _set_audience(self, audience)
+        _set_principal(self, principal)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class VerifiedState:
     """The contents of a token that passed verification."""
 
@@ -161,6 +194,26 @@ class VerifiedState:
     """The flow the token belongs to: the same on every round of one flow, random across
     flows (32 hex digits, see :func:`new_flow_id`). Empty only when a custom verifier built
     this value without one."""
+
+    def __init__(
+        self, round: int, expires_at: float | None, data: bytes, flow_id: str = ""
+    ) -> None:
+        _set_round(self, round)
+        _set_expires_at(self, expires_at)
+        _set_data(self, data)
+        _set_flow_id(self, flow_id)
+
+
+_Setter = Any  # a slot's `member_descriptor.__set__`
+_set_method: _Setter = StateBinding.__dict__["method"].__set__
+_set_target: _Setter = StateBinding.__dict__["target"].__set__
+_set_arguments_digest: _Setter = StateBinding.__dict__["arguments_digest"].__set__
+_set_audience: _Setter = StateBinding.__dict__["audience"].__set__
+_set_principal: _Setter = StateBinding.__dict__["principal"].__set__
+_set_round: _Setter = VerifiedState.__dict__["round"].__set__
+_set_expires_at: _Setter = VerifiedState.__dict__["expires_at"].__set__
+_set_data: _Setter = VerifiedState.__dict__["data"].__set__
+_set_flow_id: _Setter = VerifiedState.__dict__["flow_id"].__set__
 
 
 class _Key:
@@ -340,8 +393,40 @@ def mint_request_state(
 
     Returns an ASCII token made only of ``[A-Za-z0-9_.-]``.
     """
-    if not isinstance(data, bytes):
-        if not isinstance(data, bytearray | memoryview):
+    flow = None if flow_id is None else _flow_bytes(flow_id)
+    return _mint(ring, binding, data, round, flow, ttl, now)[0]
+
+
+def mint_for_flow(
+    ring: RequestStateKeyRing,
+    binding: StateBinding,
+    data: bytes,
+    round: int,
+    flow_id: str,
+    ttl: float,
+) -> tuple[str, str]:
+    """:func:`mint_request_state` for the server's rounds: ``(token, flow_id)``.
+
+    An empty ``flow_id`` starts a new flow, whose id is returned: its random bytes come from
+    the same ``os.urandom`` call as the token's nonce.
+    """
+    if not flow_id:
+        token, flow = _mint(ring, binding, data, round, None, ttl, None)
+        return token, flow.hex()
+    return _mint(ring, binding, data, round, _flow_bytes(flow_id), ttl, None)[0], flow_id
+
+
+def _mint(
+    ring: RequestStateKeyRing,
+    binding: StateBinding,
+    data: bytes,
+    round: int,
+    flow: bytes | None,
+    ttl: float,
+    now: float | None,
+) -> tuple[str, bytes]:
+    if type(data) is not bytes:
+        if not isinstance(data, bytes | bytearray | memoryview):
             raise TypeError("request-state data must be bytes")
         data = bytes(data)
     if not isinstance(round, int) or not 0 <= round <= _MAX_ROUND:
@@ -355,21 +440,27 @@ def mint_request_state(
         if not math.isfinite(expires_at):
             raise ValueError("now + ttl must be finite")
         flags = _FLAG_EXPIRES
-    flow = os.urandom(_FLOW_ID_LEN) if flow_id is None else _flow_bytes(flow_id)
+    # Fresh bytes from the OS on every call (nothing buffered that a fork could repeat); a new
+    # flow's id and the nonce share one call, as independent slices of it.
+    if flow is None:
+        fresh = os.urandom(_FLOW_ID_LEN + _NONCE_LEN)
+        flow = fresh[:_FLOW_ID_LEN]
+        nonce = fresh[_FLOW_ID_LEN:]
+    else:
+        nonce = os.urandom(_NONCE_LEN)
     pad = -(_PT_DATA_START + len(data)) % _BLOCK
     key = ring._sealer
-    nonce = os.urandom(_NONCE_LEN)
     plaintext = b"".join(
         (
             _HEADER.pack(flags, pad, round, expires_at),
             flow,
             _binding_tag(key, binding),
             data,
-            bytes(pad),
+            _ZEROS[:pad],
         )
     )
     sealed = key.aead.encrypt(nonce, plaintext, key.aad)
-    return _VERSION_PREFIX + _b64encode(key.kid + nonce + sealed).decode("ascii")
+    return _VERSION_PREFIX + _b64encode(key.kid + nonce + sealed).decode("ascii"), flow
 
 
 def verify_request_state(
@@ -399,15 +490,24 @@ def verify_request_state(
     pad = -len(encoded) % 4
     if pad == 3:
         raise InvalidRequestState("malformed")
+    # Exactly one spelling of every token is admitted, without re-encoding to compare: the
+    # table maps "-_" to "+/" and every character outside the base64url alphabet ("+/="
+    # included) to one outside the standard alphabet, which strict decoding refuses. Strict
+    # decoding does not look at the unused low bits of the last character, which are checked
+    # after it; with those two, decoding is one-to-one.
     try:
-        raw = binascii.a2b_base64(encoded.translate(_URL_TO_STD) + b"=" * pad)
+        raw = binascii.a2b_base64(
+            encoded.translate(_URL_TO_STD_STRICT) + _PADDING[pad], strict_mode=True
+        )
     except binascii.Error:
         raise InvalidRequestState("malformed") from None
-    # a2b_base64 is lenient (skips stray characters, ignores non-zero trailing
-    # bits, and accepts "+/" alongside our "-_"); re-encoding and comparing
-    # admits exactly one spelling of every token.
     # Every genuine token holds whole blocks: anything else was cut or padded in transit.
-    if _b64encode(raw) != encoded or len(raw) < _MIN_RAW_LEN or (len(raw) - _RAW_OVERHEAD) % _BLOCK:
+    size = len(raw)
+    if (
+        size < _MIN_RAW_LEN
+        or (size - _RAW_OVERHEAD) % _BLOCK
+        or (pad and encoded[-1] not in _CLEAN_LAST[pad])
+    ):
         raise InvalidRequestState("malformed")
 
     candidates = ring._by_kid.get(raw[:_KID_LEN])

@@ -20,7 +20,7 @@ import inspect
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..deadline import Deadline, current_task
@@ -36,14 +36,14 @@ from ..settings import request_state_key as request_state_key_from_env
 from ..settings import request_state_verify_keys as request_state_verify_keys_from_env
 from .input_bounds import check_arguments, check_responses, state_too_large
 from .redemption import EarlyOutcome, Redemptions
-from .replay import STOPPED, Asker, Failure, Replay, RoundState, question_digest
+from .replay import STOPPED, Asked, Asker, Failure, Replay, RoundState, question_digest
 from .request_state import (
     InvalidRequestState,
     RequestStateKeyRing,
     StateBinding,
     VerifiedState,
     digest_arguments,
-    mint_request_state,
+    mint_for_flow,
     verify_request_state,
 )
 from .tool_error import failure_text
@@ -59,6 +59,8 @@ _FLAT: frozenset[type] = frozenset((str, int, float, bool, type(None)))
 
 #: `(method, params)` of each question going out, by key.
 Questions = dict[str, tuple[str, dict[str, Any]]]
+#: Questions by key, as `(method, params)` or as `(method, params, digest)` (`Asked`).
+AskedQuestions = Mapping[str, tuple[str, dict[str, Any]] | Asked]
 
 #: Turns a handler's value (or a tool's `Failure`) into its wire result, or an input request.
 Render = Callable[[Any], "dict[str, Any] | InputRequiredResult"]
@@ -254,13 +256,14 @@ class RoundKeeper:
                 INTERNAL_ERROR, f"Internal error while handling {binding.method}"
             ) from None
         ttl = self.options.request_state_ttl
-        token = mint_request_state(
+        # A flow that has no id yet gets one here (`state.flow_id` is set to it).
+        token, state.flow_id = mint_for_flow(
             self.key_ring,
             binding,
             data,
-            round=state.round,
-            flow_id=state.ensure_flow_id(),
-            ttl=0 if math.isinf(ttl) else ttl,
+            state.round,
+            state.flow_id,
+            0 if math.isinf(ttl) else ttl,
         )
         # Never hand out a state the next round would refuse as too large.
         limit = self.options.max_state_bytes
@@ -505,21 +508,19 @@ class Round:
         ctx = self.ctx
         outgoing = ctx._engine.outgoing
         if outgoing:
-            questions = {key: (method, params) for key, (method, params, _) in outgoing.items()}
-            digests = {key: digest for key, (_, _, digest) in outgoing.items()}
-            user = ctx._state.user
-        elif isinstance(result, InputRequiredResult):
+            return self._input_required(outgoing, ctx._state.user)
+        if isinstance(result, InputRequiredResult):
             asked = result.input_requests or {}
-            questions = {key: (r.method, r.params) for key, r in asked.items()}
-            digests = {key: question_digest(m, p) for key, (m, p) in questions.items()}
-            user = result.request_state
-        else:
-            return result
-        return self._input_required(questions, digests, user)
+            return self._input_required(
+                {
+                    key: (r.method, r.params, question_digest(r.method, r.params))
+                    for key, r in asked.items()
+                },
+                result.request_state,
+            )
+        return result
 
-    def _input_required(
-        self, questions: Questions, digests: dict[str, str], user: str | None
-    ) -> dict[str, Any]:
+    def _input_required(self, questions: dict[str, Asked], user: str | None) -> dict[str, Any]:
         ctx = self.ctx
         self._check_capabilities(questions)
         state = ctx._state
@@ -527,33 +528,36 @@ class Round:
         limit = self.keeper.options.input_required.max_rounds
         if next_round > limit:
             raise self._too_many_rounds(limit)
+        # What the next round pins each answer to, and what goes out, in one pass.
+        pinned: dict[str, list[str]] = {}
+        requests: dict[str, Any] = {}
+        for key, (method, params, digest) in questions.items():
+            pinned[key] = [digest, method]
+            requests[key] = {"method": method, "params": params}
         sealed = RoundState(
-            next_round,
-            state.stored_answers(),
-            {key: [digests[key], method] for key, (method, _) in questions.items()},
-            state.once,
-            user,
-            flow_id=state.ensure_flow_id(),
+            next_round, state.stored_answers(), pinned, state.once, user, flow_id=state.flow_id
         )
-        result: dict[str, Any] = {
-            "resultType": "input_required",
-            "requestState": self.keeper.seal(self.binding, sealed),
-        }
-        if questions:
-            result["inputRequests"] = {
-                key: {"method": method, "params": params}
-                for key, (method, params) in questions.items()
-            }
+        try:
+            token = self.keeper.seal(self.binding, sealed)
+        finally:
+            # The flow continues: this round's id is the one sealed (minted by `seal` if none
+            # yet), also when the state turned out too large to hand out.
+            state.flow_id = sealed.flow_id
+        result: dict[str, Any] = {"resultType": "input_required", "requestState": token}
+        if requests:
+            result["inputRequests"] = requests
         return result
 
-    def _check_capabilities(self, questions: Questions) -> None:
+    def _check_capabilities(self, questions: AskedQuestions) -> None:
         require_capabilities(self.ctx, questions)
 
 
-def require_capabilities(ctx: RequestContext, questions: Questions) -> None:
+def require_capabilities(ctx: RequestContext, questions: AskedQuestions) -> None:
     """Never ask what the client did not declare it can answer: -32021 instead."""
     missing: dict[str, Any] = {}
-    for key, (method, params) in questions.items():
+    for key, question in questions.items():
+        method = question[0]
+        params = question[1]
         if method not in INPUT_METHODS:
             logger.error("handler asked %r with unsupported method %r", key, method)
             raise McpError(INTERNAL_ERROR, f"Internal error while handling {ctx.method}")

@@ -96,7 +96,8 @@ DEFAULT_MAX_ENTRIES: Final = 200_000
 
 
 def _check_ttl(ttl: float) -> float:
-    if not (ttl > 0 and math.isfinite(ttl)):
+    # Chained, so NaN (every comparison false) and infinity fail it as well.
+    if not 0 < ttl < math.inf:
         raise ValueError(f"a store entry's ttl must be a finite number of seconds > 0, not {ttl}")
     return ttl
 
@@ -155,12 +156,31 @@ class MemoryStore:
         return entry[0]
 
     def _write(self, key: str, value: bytes, expires_at: float, now: float) -> None:
-        if not isinstance(value, bytes):
+        if type(value) is not bytes and not isinstance(value, bytes):
             raise TypeError("store values are bytes")
         entries = self._entries
-        self._drop(key)
+        old = entries.get(key)
+        if old is None:
+            self._insert(key, value, expires_at, now)
+            return
+        # Replaced in place and moved to the newest end: as dropping and re-inserting it would,
+        # without taking the key out of the table and putting it back.
         entries[key] = (value, expires_at)
-        self.bytes += self._size(key, value)
+        entries.move_to_end(key)
+        self.bytes += len(value) - len(old[0])
+        if self.bytes > self.max_bytes:
+            self._evict(now)
+
+    def _insert(self, key: str, value: bytes, expires_at: float, now: float) -> None:
+        # `key` is absent here. The size is `_size`, written out: this runs on every write.
+        entries = self._entries
+        entries[key] = (value, expires_at)
+        self.bytes += ENTRY_OVERHEAD + len(key) + len(value)
+        if len(entries) > self.max_entries or self.bytes > self.max_bytes:
+            self._evict(now)
+
+    def _evict(self, now: float) -> None:
+        entries = self._entries
         while len(entries) > 1 and (len(entries) > self.max_entries or self.bytes > self.max_bytes):
             oldest, (oldest_value, oldest_expiry) = entries.popitem(last=False)
             self.bytes -= self._size(oldest, oldest_value)
@@ -171,9 +191,17 @@ class MemoryStore:
         """See `Store.add`."""
         now = self._clock()
         expires_at = now + _check_ttl(ttl)
-        if self._live(key, now) is not None:
-            return False
-        self._write(key, value, expires_at, now)
+        # `_live` written out: the first redemption of every round comes here.
+        entries = self._entries
+        entry = entries.get(key)
+        if entry is not None:
+            if entry[1] > now:
+                entries.move_to_end(key)
+                return False
+            self._drop(key)
+        if type(value) is not bytes and not isinstance(value, bytes):
+            raise TypeError("store values are bytes")
+        self._insert(key, value, expires_at, now)
         return True
 
     async def get(self, key: str) -> bytes | None:
