@@ -447,10 +447,7 @@ class Client:
             response, version = await self._retry_version(
                 method, body, meta, limit, version, response
             )
-        result = response.get("result")
-        if not isinstance(result, dict):
-            raise McpError(PROTOCOL_VIOLATION, f"{method}: the server's result is not an object")
-        return result, version
+        return _result_of(method, response), version
 
     async def _retry_version(
         self,
@@ -1182,11 +1179,7 @@ class Client:
                         response, version = await self._retry_version(
                             method, params, meta, limit, version, response
                         )
-                    result = response.get("result")
-                    if not isinstance(result, dict):
-                        raise McpError(
-                            PROTOCOL_VIOLATION, f"{method}: the server's result is not an object"
-                        )
+                    result = _result_of(method, response)
                     kind = result.get("resultType", "complete")
                     if kind == "complete":
                         return _parse_result(method, model, result)
@@ -1533,3 +1526,11 @@ def _cursor(cursor: str | None) -> dict[str, Any] | None:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _result_of(method: str, response: dict[str, Any]) -> dict[str, Any]:
+    """The `result` object of a successful response to `method`."""
+    result = response.get("result")
+    if not isinstance(result, dict):
+        raise McpError(PROTOCOL_VIOLATION, f"{method}: the server's result is not an object")
+    return result
