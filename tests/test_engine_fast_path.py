@@ -1,15 +1,19 @@
 """The short ways through the engine that a plain call takes give what the long ways give:
 flat arguments skip only a measurement, a text result is still checked against a declared
-output type, a common `_meta` skips only checks it passes, and an async tool's arguments can
-start it again unchanged."""
+output type, a common `_meta` skips only checks it passes, an async tool's arguments can
+start it again unchanged, and a round's deadline is armed only once its handler waits."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any, Literal
 
-from mrtr import RequestContext, Server
+from mrtr import RequestContext, Server, ServerOptions
+from mrtr import deadline as deadline_module
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
+from mrtr.server import InputRequiredConfig
 from mrtr.server.input_bounds import MAX_DEPTH
 
 CAPS = {"elicitation": {"form": {}}}
@@ -99,3 +103,56 @@ async def test_arguments_start_a_tool_again_unchanged() -> None:
     assert await signature.start(kwargs, ctx) == "3 7"
     assert kwargs == {"a": 3}  # the context was not left in them
     assert await signature.start(kwargs, ctx) == "3 7"
+
+
+def _live_deadlines() -> int:
+    """Deadlines the running loop's watchdog holds now."""
+    return len(deadline_module._watchdog(asyncio.get_running_loop())._live)
+
+
+async def test_a_round_arms_its_deadline_only_once_it_waits() -> None:
+    server = Server("waits")
+    seen: dict[str, int] = {}
+
+    @server.tool(structured_output=False)
+    async def quick() -> str:
+        seen["quick"] = _live_deadlines()
+        return "ok"
+
+    @server.tool(structured_output=False)
+    async def waits() -> str:
+        seen["before"] = _live_deadlines()
+        await asyncio.sleep(0)
+        seen["after"] = _live_deadlines()
+        return "ok"
+
+    baseline = _live_deadlines()
+    for name in ("quick", "waits"):
+        response = await server.handle_request(_call(name, None))
+        assert response["result"]["content"][0]["text"] == "ok"
+    # The first step ran with no deadline; once the handler waited, the round's one was live.
+    assert seen == {"quick": baseline, "before": baseline, "after": baseline + 1}
+    assert _live_deadlines() == baseline  # and gone with the round
+
+
+async def test_round_timeout_counts_from_the_round_start_not_from_its_first_wait() -> None:
+    server = Server(
+        "slow", options=ServerOptions(input_required=InputRequiredConfig(round_timeout=0.3))
+    )
+
+    @server.tool(structured_output=False)
+    async def busy_then_waits() -> str:
+        # Work before the first wait (0.25 s of it) counts toward round_timeout.
+        busy_until = time.monotonic() + 0.25
+        while time.monotonic() < busy_until:
+            pass
+        await asyncio.sleep(0.2)
+        return "late"
+
+    started = time.monotonic()
+    response = await server.handle_request(_call("busy_then_waits", None))
+    elapsed = time.monotonic() - started
+    assert response["error"]["code"] == -32603
+    assert "round_timeout" in response["error"]["message"]
+    # Timed out about 0.05 s into the wait: the round's 0.3 s, not 0.3 s after the wait began.
+    assert elapsed < 0.42, elapsed

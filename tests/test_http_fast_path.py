@@ -15,7 +15,8 @@ import pytest
 
 from mrtr import Server
 from mrtr.protocol import meta as meta_keys
-from mrtr.transport.http_server import StreamableHTTPApp, _resume
+from mrtr.stepping import resume
+from mrtr.transport.http_server import StreamableHTTPApp
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -167,7 +168,7 @@ async def test_resume_passes_on_what_the_task_sends_and_throws() -> None:
 
     def driven(coro: Coroutine[Any, Any, str]) -> Generator[Any, Any, str]:
         # A generator-based coroutine: driven here step by step, as a task would.
-        return cast(Generator[Any, Any, str], _resume(coro, coro.send(None)))
+        return cast(Generator[Any, Any, str], resume(coro, coro.send(None)))
 
     steps = driven(handler())
     assert next(steps) == "pending"

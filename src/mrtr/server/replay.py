@@ -897,6 +897,26 @@ def stops_for_input(exc: BaseException) -> bool:
     return found
 
 
+async def run_unasking(start: Callable[[], Awaitable[Any]]) -> Any:
+    """`Replay.run` for a handler given no context, which therefore cannot ask, track a task
+    or record a `ctx.once` call: runs `start()`; its value or a `Failure`, a protocol error
+    raised as it is, and the cancellation of the request itself let through."""
+    try:
+        return await start()
+    except BaseException as exc:
+        if isinstance(exc, asyncio.CancelledError):
+            # The task running the request, looked up only now (it is this one): finding it
+            # costs a system call on 3.11, which the common run does without.
+            main = current_task()
+            if main is not None and main.cancelling():
+                raise
+        failed = exc
+    error = _protocol_error(failed)
+    if error is not None:
+        raise error
+    return Failure(failed)
+
+
 def _protocol_error(exc: BaseException) -> McpError | None:
     """A protocol error (a malformed answer, a missing capability) stays a JSON-RPC error."""
     for leaf in leaves(exc):

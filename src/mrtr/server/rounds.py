@@ -16,6 +16,7 @@ modern flow of that many rounds may take).
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import math
@@ -34,6 +35,7 @@ from ..protocol.errors import (
 )
 from ..settings import request_state_key as request_state_key_from_env
 from ..settings import request_state_verify_keys as request_state_verify_keys_from_env
+from ..stepping import resume
 from .input_bounds import check_arguments, check_responses, state_too_large
 from .redemption import EarlyOutcome, Redemptions
 from .replay import STOPPED, Asked, Asker, Failure, Replay, RoundState, question_digest
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
     from .options import ServerOptions
 
 logger = logging.getLogger("mrtr.server")
+_monotonic = time.monotonic  # a round's start, read on every round
 
 #: Types of argument values that nest nothing.
 _FLAT: frozenset[type] = frozenset((str, int, float, bool, type(None)))
@@ -152,19 +155,48 @@ class RoundKeeper:
         big answers) is refused here with -32602, before any handler code runs.
         """
         if arguments:
-            if type(arguments) is dict:
-                # Arguments of plain values (the common case) are one level deep: nothing to
-                # measure. Anything else is encoded to find its depth.
-                for value in arguments.values():
-                    if type(value) not in _FLAT:
-                        check_arguments(arguments, f"{ctx.method} {target!r}")
-                        break
-            else:
-                check_arguments(arguments, f"{ctx.method} {target!r}")
+            self.check_arguments(ctx.method, target, arguments)
         responses = ctx.params.get("inputResponses")
         if responses and isinstance(responses, dict):
             check_responses(responses, self.options.input_required)
         return Round(self, ctx, target, arguments)
+
+    @staticmethod
+    def check_arguments(method: str, target: str, arguments: Any) -> None:
+        """Refuse (-32602) arguments too deep to be carried into a sealed state."""
+        if type(arguments) is dict:
+            # Arguments of plain values (the common case) are one level deep: nothing to
+            # measure. Anything else is encoded to find its depth.
+            for value in arguments.values():
+                if type(value) not in _FLAT:
+                    check_arguments(arguments, f"{method} {target!r}")
+                    return
+        else:
+            check_arguments(arguments, f"{method} {target!r}")
+
+    async def run(
+        self, running: Coroutine[Any, Any, Any], main: asyncio.Task[Any] | None, what: str
+    ) -> Any:
+        """Await `running` (a round's run, not started yet) within `round_timeout`, whose
+        deadline is armed only once the run waits; `main` is the task running it (None: looked
+        up then), `what` names the request if it expires."""
+        timeout = self.options.input_required.round_timeout
+        if timeout <= 0:
+            return await running
+        started = _monotonic()
+        try:
+            # The first step runs here: a round that never waits (a plain call, one that
+            # stops at a question or replays its answers) arms no deadline at all.
+            pending = running.send(None)
+        except StopIteration as done:
+            return done.value
+        # It waits: the rest of `round_timeout`, counted from the round's start.
+        deadline = Deadline(timeout - (_monotonic() - started), main)
+        try:
+            with deadline:
+                return await resume(running, pending)
+        except TimeoutError:
+            raise timed_out(deadline, what, "round_timeout", timeout) from None
 
     async def verify(
         self,
@@ -270,6 +302,13 @@ class RoundKeeper:
         if len(token) > limit:
             raise state_too_large(f"{binding.method} {binding.target!r}", len(token), limit)
         return token
+
+
+def timed_out(deadline: Deadline | None, what: str, limit: str, timeout: float) -> BaseException:
+    """What a round whose `deadline` (for `limit`, `timeout` seconds) ran out raises."""
+    if deadline is None or not deadline.expired:  # pragma: no cover
+        return TimeoutError()  # the engine reports a handler's own timeout as a Failure
+    return McpError(INTERNAL_ERROR, f"{what} did not finish within {limit} ({timeout:g} s)")
 
 
 class Round:
@@ -386,18 +425,9 @@ class Round:
         # The same run as `_run_live`, written out here: this is the hot path of every tool call.
         engine = ctx._engine
         engine.target = self.target
-        timeout = self.keeper.options.input_required.round_timeout
-        if timeout > 0:
-            # One lookup of the running task serves the deadline and the engine.
-            main = current_task()
-            deadline = Deadline(timeout, main)
-            try:
-                with deadline:
-                    outcome = await engine.run(invoke, ctx, main)
-            except TimeoutError:
-                raise self._timed_out(deadline, what, "round_timeout", timeout) from None
-        else:
-            outcome = await engine.run(invoke, ctx)
+        # One lookup of the running task serves the deadline and the engine.
+        main = current_task()
+        outcome = await self.keeper.run(engine.run(invoke, ctx, main), main, what or ctx.method)
         if type(outcome) is Failure:
             outcome = self._failed(outcome, what)
         # A run stopped at a question has no value to render: its questions go out.
@@ -447,18 +477,10 @@ class Round:
                 with deadline:
                     outcome = await engine.run(invoke, ctx)
         except TimeoutError:
-            raise self._timed_out(deadline, what, "round_timeout * max_rounds", timeout) from None
+            raise timed_out(
+                deadline, what or ctx.method, "round_timeout * max_rounds", timeout
+            ) from None
         return outcome if not isinstance(outcome, Failure) else self._failed(outcome, what)
-
-    def _timed_out(
-        self, deadline: Deadline | None, what: str | None, limit: str, timeout: float
-    ) -> BaseException:
-        if deadline is None or not deadline.expired:  # pragma: no cover
-            return TimeoutError()  # the engine reports a handler's own timeout as a Failure
-        return McpError(
-            INTERNAL_ERROR,
-            f"{what or self.ctx.method} did not finish within {limit} ({timeout:g} s)",
-        )
 
     def _failed(self, outcome: Failure, what: str | None) -> Failure:
         """A tool's own failure is its result; a prompt's or resource's is -32603, its text

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import inspect
 import logging
 import signal
@@ -43,7 +44,7 @@ from .lifespan import Lifespan, LifespanRunner
 from .middleware import CallNext, Middleware, check_middleware, compose, restore_round
 from .options import ServerOptions
 from .primitives import PromptEntry, ResourceEntry, ToolEntry, tool_error
-from .replay import Failure, stops_for_input
+from .replay import Failure, run_unasking, stops_for_input
 from .rounds import RoundKeeper
 from .session import LegacySession
 from .signature import FunctionSignature, ValidationFailure
@@ -141,6 +142,9 @@ class Server:
             "completion/complete": self._complete,
             "subscriptions/listen": self._listen,
         }
+        # The built-in tools/call, which `handle_request` may run without a context (a tool
+        # that takes none); compared by identity, so a replacement handler is always called.
+        self._tools_call: Handler = self._methods["tools/call"]
         self._legacy = LegacyMethods(self, self._methods)
         # Changes are shared with the other instances on a channel named for the server.
         self._subscriptions = SubscriptionHub(self.options.broker, f"mrtr/changes/{name}")
@@ -629,8 +633,13 @@ class Server:
                 handler = self._methods.get(method)
                 if handler is None:
                     raise method_not_found(method)
-                ctx = RequestContext(self, request_id, method, params, notify, transport_info)
-                result = await handler(ctx)
+                if handler is self._tools_call:
+                    result = await self._call_tool_direct(
+                        request_id, params, notify, transport_info
+                    )
+                else:
+                    ctx = RequestContext(self, request_id, method, params, notify, transport_info)
+                    result = await handler(ctx)
         except McpError as exc:
             return jsonrpc.error_response(request_id, exc)
         except Exception:
@@ -846,6 +855,67 @@ class Server:
 
     # --- the three MRTR methods ------------------------------------------------------------
 
+    async def _call_tool_direct(
+        self,
+        request_id: jsonrpc.RequestId,
+        params: dict[str, Any],
+        notify: NotifySink | None,
+        transport_info: Any,
+    ) -> dict[str, Any]:
+        """tools/call without middleware. A tool that takes no context cannot ask, so its first
+        round runs without a context or the replay engine, and gives what `_call_tool` would;
+        any other call goes there."""
+        name: Any = params.get("name")
+        entry = self._tools.get(name) if type(name) is str else None
+        arguments = params.get("arguments")
+        if (
+            entry is None
+            or entry.tags  # may be hidden: `_call_tool` says so
+            or (arguments is not None and type(arguments) is not dict)
+        ):
+            ctx = RequestContext(self, request_id, "tools/call", params, notify, transport_info)
+            return await self._call_tool(ctx)  # and its errors
+        signature = entry.signature
+        if (
+            signature.context_param is not None
+            or signature.state_params
+            or entry.task is not None
+            or entry.timeout is not None
+            or "requestState" in params
+            or "inputResponses" in params
+        ):
+            ctx = RequestContext(self, request_id, "tools/call", params, notify, transport_info)
+            return await self._call_found_tool(ctx, name, entry, arguments)
+        try:
+            kwargs = signature.bind(arguments)
+        except ValidationFailure as exc:
+            return tool_error(f"Invalid arguments for tool {name!r}: {exc}")
+        if arguments:
+            self._rounds.check_arguments("tools/call", name, arguments)
+        pool = None if signature.is_async or not entry.run_in_thread else self._workers()
+        outcome = await self._rounds.run(
+            run_unasking(functools.partial(signature.start, kwargs, None, pool)), None, "tools/call"
+        )
+        if type(outcome) is Failure and not outcome.is_error:
+            # KeyboardInterrupt and the like: never a tool's result (as `Round._failed`).
+            logger.error("tools/call %r: the handler raised", name, exc_info=outcome.exc)
+            raise McpError(INTERNAL_ERROR, "Internal error while handling tools/call")
+        result = self._render_tool(entry, name, outcome)
+        if type(result) is dict:
+            return result
+        # An `InputRequiredResult` made by hand: sealed as any round's would be.
+        ctx = RequestContext(self, request_id, "tools/call", params, notify, transport_info)
+        return self._rounds.round(ctx, name, arguments).finish(result)
+
+    def _render_tool(self, entry: ToolEntry, name: str, value: Any) -> Any:
+        """A tool's result from its value, or from the `Failure` its run ended with (the engine
+        sorts out protocol errors, which stay errors, from the tool's own)."""
+        if type(value) is Failure:
+            prefix = f"Error executing tool {name!r}: "
+            mask = self.options.mask_errors
+            return tool_error(failure_text(value.exc, f"tool {name!r}", mask, prefix))
+        return entry.result(value)
+
     async def _call_tool(self, ctx: RequestContext) -> dict[str, Any]:
         params = ctx.params
         name = params.get("name")
@@ -857,6 +927,12 @@ class Server:
         arguments = params.get("arguments")
         if arguments is not None and not isinstance(arguments, dict):
             raise invalid_params(f'tools/call {name!r}: "arguments" must be an object')
+        return await self._call_found_tool(ctx, name, entry, arguments)
+
+    async def _call_found_tool(
+        self, ctx: RequestContext, name: str, entry: ToolEntry, arguments: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """tools/call of tool `entry`, found under `name`, with its `arguments` object."""
         try:
             kwargs = entry.signature.bind(arguments)
         except ValidationFailure as exc:
@@ -873,16 +949,7 @@ class Server:
         else:
             invoke = self._timed(signature, kwargs, pool, name, timeout)
 
-        mask = self.options.mask_errors
-
-        def render(value: Any) -> Any:
-            # The engine sorts out how the run ended: protocol errors (a missing capability, a
-            # malformed answer) stay errors, and the tool's own errors come back as a Failure.
-            if type(value) is Failure:
-                prefix = f"Error executing tool {name!r}: "
-                return tool_error(failure_text(value.exc, f"tool {name!r}", mask, prefix))
-            return entry.result(value)
-
+        render = functools.partial(self._render_tool, entry, name)
         round_ = self._rounds.round(ctx, name, arguments)
         if entry.task is not None and self._tasks is not None:
             return await self._tasks.call(ctx, entry.task, name, round_, invoke, render)

@@ -45,8 +45,7 @@ import contextlib
 import gc
 import logging
 import socket
-import types
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from urllib.parse import urlsplit
 
@@ -64,6 +63,7 @@ from ..protocol.errors import (
 )
 from ..server.auth.guard import BearerGuard
 from ..server.lifespan import LifespanError
+from ..stepping import resume
 from . import headers as mcp_headers
 from .http_guard import guarded_protocol
 from .http_legacy import LegacySessions, close_sse_stream
@@ -488,7 +488,7 @@ class StreamableHTTPApp:
                 exchange.task = task
                 exchange.watch()
                 try:
-                    response = await _resume(handling, pending)
+                    response = await resume(handling, pending)
                 except asyncio.CancelledError:
                     if exchange.disconnected:
                         task.uncancel()
@@ -902,33 +902,6 @@ class _Exchange:
                 )
             return
         await send_json(self.send, status_of(response), body)
-
-
-@types.coroutine
-def _resume(coro: Coroutine[Any, Any, _T], pending: Any) -> Generator[Any, Any, _T]:
-    """Await `coro` on from the point where its first step (`coro.send(None)`) stopped,
-    waiting on `pending`: as `await coro` would have, whatever the task sends or throws."""
-    while True:
-        try:
-            sent = yield pending
-        except GeneratorExit:
-            coro.close()
-            raise
-        except BaseException as exc:  # a cancellation, mostly: the handler gets it
-            try:
-                pending = coro.throw(exc)
-            except StopIteration as stop:
-                result: _T = stop.value
-                return result
-            continue
-        if sent is None:  # what asyncio sends: the rest is a plain `await`
-            result = yield from coro
-            return result
-        try:
-            pending = coro.send(sent)
-        except StopIteration as stop:
-            result = stop.value
-            return result
 
 
 async def _too_large(send: Send, limit: int) -> None:
