@@ -129,7 +129,9 @@ def serve_ours() -> None:
         port = probe.getsockname()[1]
 
     def announce() -> None:
-        deadline = time.monotonic() + 30
+        # Generous: under valgrind (`instructions.py`) the imports alone take tens of seconds.
+        # A parent waits only as long as it wants for the line.
+        deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             try:
                 socket.create_connection((LOOPBACK, port), timeout=1).close()

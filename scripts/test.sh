@@ -9,19 +9,20 @@ PYTHON="${PYTHON:-python3}"
 echo "== install (editable, with dev and docs extras, and the official SDK the benchmark compares with)"
 "$PYTHON" -m pip install --quiet --disable-pip-version-check -e ".[dev,docs]" -r benchmarks/requirements.txt
 
-echo "== services the tests start (redis-server, haproxy)"
+echo "== programs the tests start (redis-server, haproxy, valgrind)"
 # Debian puts haproxy in /usr/sbin, which a non-root PATH may lack: look there too.
 have() { command -v "$1" >/dev/null || [[ -x "/usr/sbin/$1" || -x "/usr/bin/$1" ]]; }
 missing=()
 have redis-server || missing+=(redis-server)
 have haproxy || missing+=(haproxy)
+have valgrind || missing+=(valgrind)
 if ((${#missing[@]})); then
     if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
         export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq && apt-get install -y -qq --no-install-recommends redis-server haproxy
+        apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"
     else
         # The tests that need them fail loudly (they are never skipped).
-        echo "install ${missing[*]} (Debian: apt-get install redis-server haproxy)" >&2
+        echo "install ${missing[*]} (Debian: apt-get install ${missing[*]})" >&2
     fi
 fi
 

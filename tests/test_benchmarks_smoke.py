@@ -257,3 +257,33 @@ def test_soak_with_a_shared_redis_store_and_two_instances() -> None:
     completed = soak_figure(proc.stdout, "completed flows")
     assert completed > 0 and soak_figure(proc.stdout, "failed flows") == 0
     assert f"side effects: {completed} for {completed} completed flows (match)" in proc.stdout
+
+
+def test_instruction_counts_cover_the_requests_only() -> None:
+    """`instructions.py` counts what the requests cost, not the server's start (importing a
+    server is hundreds of millions of instructions; a request is well under a million)."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "instructions.py"),
+            "--kinds",
+            "floor",
+            "ours",
+            "--workloads",
+            "plain",
+            "--operations",
+            "20",
+            "--warmup",
+            "10",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,  # a failure guard only; under valgrind the two servers start in ~40 s
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    row = re.search(r"^\s*plain\s+([\d,]+)\s+([\d,]+)\s+([\d.]+)x$", proc.stdout, re.M)
+    assert row, proc.stdout
+    floor, ours = (int(x.replace(",", "")) for x in row.groups()[:2])
+    assert 10_000 < floor < 1_000_000
+    assert floor < ours < 1_000_000  # a real MCP call does more than a bare ASGI app
