@@ -15,9 +15,11 @@ import pytest
 from mrtr import InputRequiredResult, McpError, RequestContext, Server, ServerOptions, ToolError
 from mrtr.inputs import elicit_request
 from mrtr.server import InputRequiredConfig
+from mrtr.server import legacy as legacy_module
 from mrtr.server import server as server_module
 from mrtr.server.input_bounds import MAX_DEPTH
 from mrtr_flows import call_tool, error_of, result_of
+from test_legacy_server import Peer, initialized, send
 
 
 class Halt(BaseException):
@@ -126,6 +128,27 @@ async def test_the_direct_path_answers_as_the_full_path(
     assert _comparable(direct) == _comparable(full)
 
 
+async def _call_legacy(server: Server, name: str, arguments: dict[str, Any] | None) -> Any:
+    peer = Peer()
+    await initialized(server, peer)
+    params: dict[str, Any] = {"name": name}
+    if arguments is not None:
+        params["arguments"] = arguments
+    response = await asyncio.wait_for(send(server, peer, "tools/call", params, id=2), 10)
+    # A result asked by hand is asked of the client live: the same questions either way.
+    return response, [(m["method"], m["params"]) for m in peer.requests()]
+
+
+@pytest.mark.parametrize(("name", "arguments"), CASES)
+async def test_on_a_legacy_session_the_direct_path_answers_as_the_full_path(
+    name: str, arguments: dict[str, Any] | None
+) -> None:
+    direct, direct_asked = await _call_legacy(_server(full_path=False), name, arguments)
+    full, full_asked = await _call_legacy(_server(full_path=True), name, arguments)
+    assert _comparable(direct) == _comparable(full)
+    assert direct_asked == full_asked
+
+
 async def test_a_context_free_tool_runs_without_a_context(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -137,6 +160,7 @@ async def test_a_context_free_tool_runs_without_a_context(
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(server_module, "RequestContext", Counted)
+    monkeypatch.setattr(legacy_module, "RequestContext", Counted)
     server = _server(full_path=False)
     assert result_of(await call_tool(server, "add", {"a": 1, "b": 2}))["structuredContent"] == {
         "result": 3
@@ -147,6 +171,17 @@ async def test_a_context_free_tool_runs_without_a_context(
     assert asked["resultType"] == "input_required"
     assert set(asked["inputRequests"]) == {"color"}
     assert isinstance(asked["requestState"], str) and asked["requestState"] != "step-1"
+    assert made == ["tools/call"]
+
+    # The same on a legacy session, whose hand-made question is asked live.
+    made.clear()
+    response, asked_live = await _call_legacy(server, "add", {"a": 1, "b": 2})
+    assert result_of(response)["structuredContent"] == {"result": 3}
+    assert made == [] and asked_live == []
+    response, asked_live = await _call_legacy(server, "asks_by_hand", None)
+    # It asks again on every round, so it is asked live until `max_rounds` stops it.
+    assert "max_rounds" in error_of(response)["message"]
+    assert asked_live and {method for method, _ in asked_live} == {"elicitation/create"}
     assert made == ["tools/call"]
 
 
@@ -177,6 +212,11 @@ async def test_round_timeout_and_cancellation_reach_a_context_free_tool() -> Non
     assert timed_out["code"] == -32603
     assert "round_timeout" in timed_out["message"]
     assert cancelled.is_set()
+
+    # On a legacy session a round is every round a call may take: the limit says so.
+    legacy, _ = await _call_legacy(server, "slow", None)
+    assert error_of(legacy)["code"] == -32603
+    assert "round_timeout * max_rounds" in error_of(legacy)["message"]
 
     # The request's own cancellation is let through, not answered.
     patient = Server("patient")

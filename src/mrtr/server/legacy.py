@@ -155,8 +155,15 @@ class LegacyMethods:
                     f"_meta[{meta_keys.PROGRESS_TOKEN!r}] must be a string or an integer"
                 )
         if ctx is None:
+            server = self._server
+            if handler is server._tools_call:
+                # A tool that takes no context runs without one (`Server._call_tool_direct`).
+                result = await server._call_tool_direct(
+                    request_id, params, notify, transport_info, session
+                )
+                return self._shape(method, result, version)
             ctx = RequestContext(
-                self._server, request_id, method, params, notify, transport_info, session=session
+                server, request_id, method, params, notify, transport_info, session=session
             )
         return self._shape(method, await handler(ctx), version)
 

@@ -175,12 +175,18 @@ class RoundKeeper:
             check_arguments(arguments, f"{method} {target!r}")
 
     async def run(
-        self, running: Coroutine[Any, Any, Any], main: asyncio.Task[Any] | None, what: str
+        self,
+        running: Coroutine[Any, Any, Any],
+        main: asyncio.Task[Any] | None,
+        what: str,
+        live: bool = False,
     ) -> Any:
-        """Await `running` (a round's run, not started yet) within `round_timeout`, whose
+        """Await `running` (a round's run, not started yet) within `round_timeout` (on a legacy
+        session, `live`: `round_timeout * max_rounds`, all its questions asked live), whose
         deadline is armed only once the run waits; `main` is the task running it (None: looked
         up then), `what` names the request if it expires."""
-        timeout = self.options.input_required.round_timeout
+        config = self.options.input_required
+        timeout = config.round_timeout * config.max_rounds if live else config.round_timeout
         if timeout <= 0:
             return await running
         started = _monotonic()
@@ -196,7 +202,8 @@ class RoundKeeper:
             with deadline:
                 return await resume(running, pending)
         except TimeoutError:
-            raise timed_out(deadline, what, "round_timeout", timeout) from None
+            limit = "round_timeout * max_rounds" if live else "round_timeout"
+            raise timed_out(deadline, what, limit, timeout) from None
 
     async def verify(
         self,
@@ -441,13 +448,15 @@ class Round:
         invoke: Callable[[RequestContext], Awaitable[Any]],
         render: Render,
         what: str | None,
+        first: Any = None,
     ) -> dict[str, Any]:
         # A legacy session: nothing sealed or restored, and a manual-style handler is driven.
+        # `first`: the rendered result of a first run made already (without this round).
         ctx = self.ctx
         asker = ctx._engine.asker
         assert asker is not None
         try:
-            result = render(await self._run_live(invoke, what))
+            result = render(await self._run_live(invoke, what)) if first is None else first
             while isinstance(result, InputRequiredResult):
                 result = render(await self._drive(asker, result, invoke, what))
             return result
@@ -524,6 +533,19 @@ class Round:
             f"{self.ctx.method} {self.target!r} still needs input after {limit} rounds "
             "(max_rounds); giving up",
         )
+
+    async def settle(
+        self,
+        result: Any,
+        invoke: Callable[[RequestContext], Awaitable[Any]],
+        render: Render,
+    ) -> dict[str, Any]:
+        """Shape the rendered `result` of a first run made without this round (a tool that
+        takes no context, run directly): sealed as an input-required result, or on a legacy
+        session driven live, as `complete` would have. `invoke` runs the handler again."""
+        if self.ctx._engine.asker is not None:
+            return await self._complete_live(invoke, render, None, result)
+        return self.finish(result)
 
     def finish(self, result: dict[str, Any] | InputRequiredResult) -> dict[str, Any]:
         """Let a complete result through, or seal and shape an input-required one."""

@@ -861,10 +861,11 @@ class Server:
         params: dict[str, Any],
         notify: NotifySink | None,
         transport_info: Any,
+        session: LegacySession | None = None,
     ) -> dict[str, Any]:
-        """tools/call without middleware. A tool that takes no context cannot ask, so its first
-        round runs without a context or the replay engine, and gives what `_call_tool` would;
-        any other call goes there."""
+        """tools/call without middleware, of either era (`session`: the legacy session it came
+        on). A tool that takes no context cannot ask, so its first round runs without a context
+        or the replay engine, and gives what `_call_tool` would; any other call goes there."""
         name: Any = params.get("name")
         entry = self._tools.get(name) if type(name) is str else None
         arguments = params.get("arguments")
@@ -873,7 +874,9 @@ class Server:
             or entry.tags  # may be hidden: `_call_tool` says so
             or (arguments is not None and type(arguments) is not dict)
         ):
-            ctx = RequestContext(self, request_id, "tools/call", params, notify, transport_info)
+            ctx = RequestContext(
+                self, request_id, "tools/call", params, notify, transport_info, session=session
+            )
             return await self._call_tool(ctx)  # and its errors
         signature = entry.signature
         if (
@@ -884,7 +887,9 @@ class Server:
             or "requestState" in params
             or "inputResponses" in params
         ):
-            ctx = RequestContext(self, request_id, "tools/call", params, notify, transport_info)
+            ctx = RequestContext(
+                self, request_id, "tools/call", params, notify, transport_info, session=session
+            )
             return await self._call_found_tool(ctx, name, entry, arguments)
         try:
             kwargs = signature.bind(arguments)
@@ -893,19 +898,25 @@ class Server:
         if arguments:
             self._rounds.check_arguments("tools/call", name, arguments)
         pool = None if signature.is_async or not entry.run_in_thread else self._workers()
+        start = functools.partial(signature.start, kwargs, None, pool)
         outcome = await self._rounds.run(
-            run_unasking(functools.partial(signature.start, kwargs, None, pool)), None, "tools/call"
+            run_unasking(start), None, "tools/call", live=session is not None
         )
         if type(outcome) is Failure and not outcome.is_error:
             # KeyboardInterrupt and the like: never a tool's result (as `Round._failed`).
             logger.error("tools/call %r: the handler raised", name, exc_info=outcome.exc)
             raise McpError(INTERNAL_ERROR, "Internal error while handling tools/call")
-        result = self._render_tool(entry, name, outcome)
+        render = functools.partial(self._render_tool, entry, name)
+        result = render(outcome)
         if type(result) is dict:
             return result
-        # An `InputRequiredResult` made by hand: sealed as any round's would be.
-        ctx = RequestContext(self, request_id, "tools/call", params, notify, transport_info)
-        return self._rounds.round(ctx, name, arguments).finish(result)
+        # An `InputRequiredResult` made by hand: sealed (or asked live) as any round's would be.
+        ctx = RequestContext(
+            self, request_id, "tools/call", params, notify, transport_info, session=session
+        )
+        return await self._rounds.round(ctx, name, arguments).settle(
+            result, lambda c: signature.start(kwargs, c, pool), render
+        )
 
     def _render_tool(self, entry: ToolEntry, name: str, value: Any) -> Any:
         """A tool's result from its value, or from the `Failure` its run ended with (the engine
