@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import types
-from collections.abc import Coroutine, Generator, MutableMapping
+from collections.abc import Callable, Coroutine, Generator, MutableMapping
 from typing import Any, cast
 
 import orjson
@@ -71,6 +71,7 @@ async def post(
     headers: dict[str, str | bytes] | None = None,
     *,
     then_disconnect: bool = False,
+    on_send: Callable[[MutableMapping[str, Any]], None] | None = None,
 ) -> tuple[int, dict[bytes, bytes], bytes]:
     body = orjson.dumps(message)
     sent_headers: dict[str, str | bytes] = {
@@ -109,6 +110,8 @@ async def post(
     out: list[MutableMapping[str, Any]] = []
 
     async def send(event: MutableMapping[str, Any]) -> None:
+        if on_send is not None:
+            on_send(event)
         out.append(event)
 
     await asyncio.wait_for(app(scope, receive, send), 5)
@@ -216,9 +219,8 @@ async def test_the_host_allowlist_answers_the_same_when_remembered() -> None:
         assert status == 403
 
 
-async def test_a_legacy_request_answered_with_json_leaves_no_stream_behind(
-    app: StreamableHTTPApp,
-) -> None:
+async def legacy_session(app: StreamableHTTPApp) -> dict[str, str | bytes]:
+    """Initialize a legacy session; the headers its requests carry."""
     init = {
         "jsonrpc": "2.0",
         "id": 0,
@@ -231,10 +233,13 @@ async def test_a_legacy_request_answered_with_json_leaves_no_stream_behind(
     }
     status, headers, _ = await post(app, init)
     assert status == 200
-    session: dict[str, str | bytes] = {
-        "mcp-session-id": headers[b"mcp-session-id"],
-        "mcp-protocol-version": LEGACY,
-    }
+    return {"mcp-session-id": headers[b"mcp-session-id"], "mcp-protocol-version": LEGACY}
+
+
+async def test_a_legacy_request_answered_with_json_leaves_no_stream_behind(
+    app: StreamableHTTPApp,
+) -> None:
+    session = await legacy_session(app)
     for n in range(1, 80):  # past the bound on streams kept
         message = {
             "jsonrpc": "2.0",
@@ -250,3 +255,64 @@ async def test_a_legacy_request_answered_with_json_leaves_no_stream_behind(
     # The ids of a JSON answer's stream were never sent, so none can be asked for again.
     assert channel.log.streams() == [channel.log.standalone]
     assert channel.log.size == 0
+
+
+@pytest.mark.parametrize("tool", ["add", "slow_add"])
+async def test_a_legacy_request_id_is_free_once_answered(app: StreamableHTTPApp, tool: str) -> None:
+    # Whether the handler answers in its first step or waits first, its id is released before
+    # the answer goes out: the same id sent right after is a new request, not "in use".
+    session = await legacy_session(app)
+    (channel,) = app.sessions._channels.values()
+    message = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": {"a": 1, "b": 2}},
+    }
+    running_at_answer: list[bool] = []
+
+    def on_send(event: MutableMapping[str, Any]) -> None:
+        if event["type"] == "http.response.body":
+            running_at_answer.append(bool(channel.tasks))
+
+    for _ in range(3):
+        status, _, body = await post(app, message, session, on_send=on_send)
+        assert status == 200, body
+        assert orjson.loads(body)["result"]["structuredContent"] == {"result": 3}
+    assert running_at_answer == [False] * 3
+
+
+@pytest.mark.parametrize("tool", ["add", "hang"])
+async def test_a_legacy_request_cancelled_at_once_frees_its_id(
+    app: StreamableHTTPApp, tool: str
+) -> None:
+    # The cancellation is handled right after the request's POST, before the request's own
+    # task has taken a step (where tasks start lazily, its body never runs): the POST is
+    # still answered, and the id is free for the next request.
+    session = await legacy_session(app)
+    (channel,) = app.sessions._channels.values()
+    message = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": {} if tool == "hang" else {"a": 1, "b": 2}},
+    }
+    cancel = {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": 9, "reason": "changed my mind"},
+    }
+    request = asyncio.ensure_future(post(app, message, session))
+    cancelled = asyncio.ensure_future(post(app, cancel, session))
+    status, _, body = await request
+    assert status == 200, body
+    answer = orjson.loads(body)
+    # Either the cancellation came in time (an error, no result) or the call had answered.
+    assert ("error" in answer) != ("result" in answer), answer
+    assert tool == "add" or "error" in answer
+    assert (await cancelled)[0] == 202
+    assert channel.tasks == {}
+    again = {**message, "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}
+    status, _, body = await post(app, again, session)
+    assert status == 200, body
+    assert orjson.loads(body)["result"]["structuredContent"] == {"result": 3}

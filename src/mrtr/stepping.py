@@ -5,10 +5,15 @@ stops at a question or replays its answers. For those, what an `await` would set
 work (a disconnect watcher, a deadline) is pure cost. The caller runs the first step itself
 (`coro.send(None)`): a `StopIteration` carries the value at once, and only a coroutine that
 yields something to wait on gets the guards, before `resume` awaits the rest of it.
+
+A request that needs a task of its own (to be cancelled by id while its connection goes on)
+gets one from `start_task`, which on Python 3.12 and later runs that first step at once too.
 """
 
 from __future__ import annotations
 
+import asyncio
+import sys
 import types
 from collections.abc import Coroutine, Generator
 from typing import Any, TypeVar
@@ -43,4 +48,20 @@ def resume(coro: Coroutine[Any, Any, _T], pending: Any) -> Generator[Any, Any, _
             return result
 
 
-__all__ = ["resume"]
+if sys.version_info >= (3, 12):
+
+    def start_task(running: Coroutine[Any, Any, _T]) -> asyncio.Task[_T]:
+        """A task for `running`, stepped at once up to its first wait (an eager start): one
+        that finishes there is done when this returns, without a turn of the loop. Inside
+        that step `asyncio.current_task()` is the new task, as in any later one."""
+        return asyncio.Task(running, loop=asyncio.get_running_loop(), eager_start=True)
+
+else:
+
+    def start_task(running: Coroutine[Any, Any, _T]) -> asyncio.Task[_T]:
+        """A task for `running` (started eagerly from Python 3.12 on, which 3.11's tasks
+        cannot do: here its first step waits for a turn of the loop)."""
+        return asyncio.get_running_loop().create_task(running)
+
+
+__all__ = ["resume", "start_task"]

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol import jsonrpc
 from ..protocol.errors import McpError
+from ..stepping import start_task
 from .session import LegacySession
 
 if TYPE_CHECKING:
@@ -73,9 +74,10 @@ class ServerConnection:
             session = self.session
             if session is None and message["method"] == "initialize" and self.server.serves_legacy:
                 session = self.session = LegacySession(self._send)
-            task = asyncio.create_task(self._run(message, session))
-            self._tasks[request_id] = task
-            task.add_done_callback(functools.partial(self._forget, request_id))
+            task = start_task(self._run(message, session))
+            if not task.done():  # done already: answered in its first step
+                self._tasks[request_id] = task
+                task.add_done_callback(functools.partial(self._forget, request_id))
         elif kind == "notification":
             if message["method"] == "notifications/cancelled":
                 self._cancel(message.get("params") or {})

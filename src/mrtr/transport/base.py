@@ -29,6 +29,11 @@ Optional hooks, looked up with `getattr` (a transport, or a test double, may lac
   `"inline"` (HTTP, in-memory): the first request goes out in the modern shape and its answer
   decides.
 * `url`: where the server is (HTTP); the era verdict is cached per origin and path.
+* `async request_within(message, limit: float) -> dict`: `request`, bounded as a whole by
+  `limit` seconds (0: no bound), raising `TimeoutError` past it. The client sends every
+  request this way when the transport has it, so that a transport with timeouts of its own
+  (HTTP) arms one deadline per request instead of two; without it the client bounds `request`
+  itself.
 
 A legacy session the server no longer knows (HTTP 404 on a request carrying its session id)
 surfaces from `request` as `McpError(SESSION_EXPIRED)`; the client then initializes once more

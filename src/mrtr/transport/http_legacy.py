@@ -75,6 +75,7 @@ from ..server.session import (
     session_digest,
     valid_record,
 )
+from ..stepping import start_task
 from .http_responses import (
     SSE_HEADERS,
     Message,
@@ -580,11 +581,10 @@ class LegacySessions:
             )
             return
         stream = channel.log.open()
-        task = asyncio.get_running_loop().create_task(
-            self._run(channel, stream, message, scope, accept_sse)
-        )
-        channel.tasks[request_id] = task
-        task.add_done_callback(functools.partial(_forget, channel, request_id))
+        task = start_task(self._run(channel, stream, message, scope, accept_sse))
+        if not task.done():  # done already: answered in its first step, nothing to cancel
+            channel.tasks[request_id] = task
+            task.add_done_callback(functools.partial(_forget, channel, request_id, stream))
         await self._pump(send, receive, channel, stream, 0, opened=False, can_stream=accept_sse)
 
     async def _run(
@@ -621,6 +621,16 @@ class LegacySessions:
         except asyncio.CancelledError:
             stream.finish()  # cancelled: no response (the client said so, or the session ended)
             raise
+        except Exception:
+            # `handle_request` answers every failure; should that ever break, the stream still
+            # ends, so the connection waiting on it is answered rather than left hanging.
+            logger.exception("a legacy request failed")
+            stream.finish()
+            return
+        finally:
+            # Its id is free as soon as it ends, before its answer goes out (not a loop turn
+            # later): a client that reuses the id of an answered request is not told it runs.
+            channel.tasks.pop(message["id"], None)
         stream.add(orjson.dumps(response), final=True)
 
     # --- GET (rule 5) -----------------------------------------------------------------------
@@ -903,11 +913,15 @@ class LegacySessions:
             changed.cancel()
 
 
-def _forget(channel: _Channel, request_id: jsonrpc.RequestId, task: asyncio.Task[None]) -> None:
+def _forget(
+    channel: _Channel, request_id: jsonrpc.RequestId, stream: EventStream, task: asyncio.Task[None]
+) -> None:
+    # `_run` frees the id and ends the stream itself, unless the task was cancelled before its
+    # first step (a cancellation or the session's end in the same loop turn): then its body
+    # never ran, and this does both, so the id is not held and the waiting POST is answered.
     if channel.tasks.get(request_id) is task:
         del channel.tasks[request_id]
-    if not task.cancelled() and task.exception() is not None:
-        logger.error("a legacy request task failed", exc_info=task.exception())
+    stream.finish()
 
 
 def _cancel(channel: _Channel, params: Any) -> bool:
