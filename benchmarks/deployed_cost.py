@@ -14,6 +14,16 @@ the same paced load of bare keep-alive POSTs (4 clients, 200 requests/s, alterna
 Each one's extra server CPU per request over the floor is divided by the same work's tight-loop
 time, measured in this process: the factor by which a microsecond saved in a tight loop counts
 when deployed.
+
+Two more servers get the same load, every POST a real 2026-07-28 `tools/call` of `add` with the
+headers our client sends (`Mcp-Method`, `Mcp-Name`, `MCP-Protocol-Version`):
+
+* `floor-mcp`: the least JSON-RPC work that call needs, with no checks
+  (`official.floor_mcp_app`);
+* `ours`: our server as `mrtr serve` runs it.
+
+Their ratios to the floor say how much of a target set against the floor is left for the MCP
+work a server must do beyond the least (validation, the dispatcher, the engine).
 """
 
 from __future__ import annotations
@@ -141,19 +151,33 @@ async def main(args: argparse.Namespace) -> None:
         await once()
     ours_tight = await _tight_async(once, 5000)
     os.environ[SPIN_ENV] = str(iterations)
-    headers = {"content-type": "application/json", "accept": "application/json"}
+    bare = {"content-type": "application/json", "accept": "application/json"}
+    # What our client sends for `add(2, 3)`, byte for byte but the Host and the length.
+    call_headers = {
+        k.decode(): v.decode() for k, v in _HEADERS if k not in (b"host", b"content-length")
+    }
     async with AsyncExitStack() as stack:
-        kinds = ("floor", "floor-spin", "floor-ours")
+        kinds = ("floor", "floor-spin", "floor-ours", "floor-mcp", "ours")
         procs = {k: await stack.enter_async_context(xproc.server_process(k)) for k in kinds}
         fleets = {}
         for kind, proc in procs.items():
             session = await stack.enter_async_context(aiohttp.ClientSession())
+            call = kind in ("floor-mcp", "ours")
+            body, headers = (_CALL, call_headers) if call else (official.FLOOR_REQUEST, bare)
 
-            async def post(url: str = proc.url, session: Any = session) -> None:
-                async with session.post(url, data=official.FLOOR_REQUEST, headers=headers) as r:
+            async def post(
+                url: str = proc.url,
+                session: Any = session,
+                body: bytes = body,
+                headers: dict[str, str] = headers,
+                call: bool = call,
+            ) -> None:
+                async with session.post(url, data=body, headers=headers) as r:
                     if r.status != 200:
                         raise AssertionError(f"{url}: HTTP {r.status}")
-                    await r.read()
+                    answer = await r.read()
+                    if call and b'"text":"5"' not in answer:
+                        raise AssertionError(f"{url}: unexpected answer {answer[:200]!r}")
 
             fleets[kind] = ([post] * 4, proc.pid)
         loads = await xproc.alternate_loads(
@@ -174,12 +198,25 @@ async def main(args: argparse.Namespace) -> None:
             (kind, f"{tight * 1e6:.1f}", f"{cost * 1e6:.1f}", f"{extra * 1e6:.1f}",
              f"{extra / tight:.2f}x")
         )  # fmt: skip
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)))
+    _print_table(rows)
+    print()
+    print("the same load, each POST our client's tools/call of add(2, 3) with its headers:")
+    rows = [("server", "CPU/request, us", "extra, us", "/ floor")]
+    for kind in ("floor-mcp", "ours"):
+        cost = loads[kind]["server_cpu_s"]
+        rows.append(
+            (kind, f"{cost * 1e6:.1f}", f"{(cost - floor) * 1e6:.1f}", f"{cost / floor:.2f}x")
+        )
+    _print_table(rows)
     failed = sum(r["errors"] for r in loads.values())
     if failed:
         raise SystemExit(f"{failed} requests failed")
+
+
+def _print_table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)))
 
 
 if __name__ == "__main__":

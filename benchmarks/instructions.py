@@ -9,6 +9,10 @@ SDK's own, bare keep-alive POSTs for the floor) warms it up, the counters are ze
 (`callgrind_control -z`), a fixed number of operations runs, and the counters are dumped
 (`callgrind_control -d`). Instructions per operation = the dump's total / operations.
 
+`floor-mcp` (plain calls only) is the floor app doing the least JSON-RPC work our client's
+`tools/call` needs (decode, add, encode our result; no checks), driven by our client with its
+headers: what any Python MCP server pays on top of the HTTP floor.
+
 What it counts: the user-space instructions of the server process, uvicorn, httptools and
 uvloop included; not the kernel's work (the socket calls), which is about the same for every
 server, nor cache misses, which make our larger code cost more per instruction deployed than
@@ -32,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-KINDS = ("floor", "ours", "mcpserver")
+KINDS = ("floor", "floor-mcp", "ours", "mcpserver")
 WORKLOADS = ("plain", "flow")
 STARTUP_SECONDS = 600.0  # importing a server under valgrind takes tens of seconds
 _SUMMARY = re.compile(rb"^(?:summary|totals):\s*(\d+)", re.MULTILINE)
@@ -65,7 +69,7 @@ async def _operation(
     once: Callable[[Any], Awaitable[None]] = (
         tool_calls.mrtr_flow_once if workload == "flow" else tool_calls.plain_call_once
     )
-    connect = ours.http_client if kind == "ours" else official.http_client
+    connect = official.http_client if kind == "mcpserver" else ours.http_client
     async with connect(url) as client:
         yield lambda: once(client)
 
@@ -111,7 +115,13 @@ async def main(args: argparse.Namespace) -> None:
     missing = [tool for tool in ("valgrind", "callgrind_control") if shutil.which(tool) is None]
     if missing:
         raise SystemExit(f"needs {' and '.join(missing)} (Debian: apt-get install valgrind)")
-    jobs = [(kind, workload) for workload in args.workloads for kind in args.kinds]
+    # `floor-mcp` answers plain calls only (it has no MRTR).
+    jobs = [
+        (kind, workload)
+        for workload in args.workloads
+        for kind in args.kinds
+        if kind != "floor-mcp" or workload == "plain"
+    ]
     slots = asyncio.Semaphore(args.parallel)
     with tempfile.TemporaryDirectory(prefix="mrtr-callgrind-") as tmp:
 
@@ -130,7 +140,10 @@ async def main(args: argparse.Namespace) -> None:
         header.append("MCPServer/ours")
     rows = [header]
     for workload in args.workloads:
-        row = [workload] + [f"{per_op[kind, workload]:,.0f}" for kind in args.kinds]
+        row = [workload] + [
+            f"{per_op[kind, workload]:,.0f}" if (kind, workload) in per_op else "-"
+            for kind in args.kinds
+        ]
         if "ours/floor" in header:
             row.append(f"{per_op['ours', workload] / per_op['floor', workload]:.2f}x")
         if "MCPServer/ours" in header:
@@ -140,7 +153,8 @@ async def main(args: argparse.Namespace) -> None:
     for row in rows:
         print("  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)))
     print("(plain: one tools/call, or one bare POST for the floor; flow: a two-round MRTR flow, "
-          "or two bare POSTs)")  # fmt: skip
+          "or two bare POSTs;")  # fmt: skip
+    print(" floor-mcp: our client's tools/call answered with no checks)")
 
 
 if __name__ == "__main__":

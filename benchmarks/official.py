@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal, cast
 import aiohttp
 import httpx
 import mcp_types as types
+import orjson
 from mcp import Client, StdioServerParameters
 from mcp.client.session import ClientRequestContext
 from mcp.server import Server
@@ -376,6 +377,60 @@ async def floor_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         }
     )
     await send({"type": "http.response.body", "body": FLOOR_RESPONSE})
+
+
+_FLOOR_MCP_SERVER_INFO = {"name": "bench", "version": "0.1.0"}
+#: `tools/list` for `floor_mcp_app`, which our client's fixture asks once before timing.
+_FLOOR_MCP_TOOLS = {
+    "tools": [
+        {
+            "name": "add",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                "required": ["a", "b"],
+            },
+        }
+    ],
+    "resultType": "complete",
+}
+
+
+async def floor_mcp_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The least a Python MCP server does for a `tools/call` of `add`: decode the body, add the
+    two arguments, encode the result our server gives (a text block, `resultType`, the server's
+    info in `_meta`), answer. No check of any kind (headers, `_meta`, argument types, sizes)
+    and no MRTR: a reference for what the HTTP floor plus bare JSON-RPC work costs, answering
+    the same requests from the same client as ours (`instructions.py`)."""
+    if scope["type"] != "http":
+        return
+    chunks = []
+    more = True
+    while more:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        more = message.get("more_body", False)
+    request = orjson.loads(b"".join(chunks))
+    result: dict[str, Any]
+    if request["method"] == "tools/call":
+        arguments = request["params"]["arguments"]
+        result = {
+            "content": [{"type": "text", "text": str(arguments["a"] + arguments["b"])}],
+            "resultType": "complete",
+            "_meta": {"io.modelcontextprotocol/serverInfo": _FLOOR_MCP_SERVER_INFO},
+        }
+    else:
+        result = _FLOOR_MCP_TOOLS
+    body = orjson.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result})
+    length = b"%d" % len(body)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", length)],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 @asynccontextmanager

@@ -4,7 +4,8 @@ KIND is `ours` (`mrtr`'s server, run as `mrtr serve benchmarks/ours_app.py:serve
 http` runs it: `serve_http` with its connection limits, on uvloop and httptools), `mcpserver` or
 `lowlevel` (the official SDK's two forms in JSON-response mode), `mcpserver-sse` or
 `lowlevel-sse` (the same in the SDK's SSE mode, which legacy sessions need for a live
-question), `floor` (a bare ASGI app answering a fixed JSON document), or `floor-spin` /
+question), `floor` (a bare ASGI app answering a fixed JSON document), `floor-mcp` (the least
+JSON-RPC work a `tools/call` needs, no checks: `official.floor_mcp_app`), or `floor-spin` /
 `floor-ours` (the floor doing some of our work first, for `deployed_cost.py`). Every kind has
 its startup heap frozen out of the cycle collector (`gc.freeze`, as `serve_http` does); the
 others run under the uvicorn configuration `serve_http` also uses (`harness.uvicorn_config`:
@@ -37,6 +38,7 @@ KINDS = (
     "mcpserver-sse",
     "lowlevel-sse",
     "floor",
+    "floor-mcp",
     "floor-spin",
     "floor-ours",
 )
@@ -48,6 +50,10 @@ def build_app(kind: str) -> tuple[Any, LifespanMode]:
         from benchmarks import official
 
         return official.floor_app, "off"
+    if kind == "floor-mcp":
+        from benchmarks import official
+
+        return official.floor_mcp_app, "off"
     if kind.startswith("floor-"):
         return _floor_after(kind), "off"
     from benchmarks import official
