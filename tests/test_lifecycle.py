@@ -528,3 +528,53 @@ async def test_client_cancelling_a_call_cancels_the_server_handler() -> None:
         assert (await client.call_tool("echo", {"text": "next"})).content == [
             TextContent(text="next")
         ]
+
+
+@pytest.mark.parametrize("tool", ["echo_now", "echo_later"])
+async def test_a_request_id_is_free_once_its_answer_goes_out(
+    make_request: MakeRequest, tool: str
+) -> None:
+    # A client that reuses an id the moment its answer arrives (here: from inside the delivery
+    # of that answer) starts a new request, whether the first answered in its first step or
+    # after waiting; it is never told the id is in use, and the request now holding the id
+    # can still be cancelled by it once the earlier ones are long gone.
+    blocker = Blocker()
+    server = Server("reuse")
+    server.tool("hold")(blocker.__call__)
+
+    @server.tool()
+    async def echo_now(text: str) -> str:
+        return text
+
+    @server.tool()
+    async def echo_later(text: str) -> str:
+        await asyncio.sleep(0)
+        return text
+
+    answers: list[dict[str, Any]] = []
+
+    def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return make_request("tools/call", {"name": name, "arguments": arguments}, id="same")
+
+    async def send(message: dict[str, Any]) -> None:
+        answers.append(message)
+        if len(answers) < 2:
+            await connection.feed(call(tool, {"text": str(len(answers))}))
+        else:
+            await connection.feed(call("hold", {}))
+
+    connection = ServerConnection(server, send)
+    await connection.feed(call(tool, {"text": "0"}))
+    async with asyncio.timeout(GUARD):
+        await blocker.started.wait()
+    assert [result_of(a)["content"][0]["text"] for a in answers] == ["0", "1"]
+    for _ in range(3):
+        await asyncio.sleep(0)  # the earlier requests' done callbacks have run by now
+    assert "same" in connection._tasks
+    note = jsonrpc.notification("notifications/cancelled", {"requestId": "same"})
+    await connection.feed(note)
+    async with asyncio.timeout(GUARD):
+        await blocker.cancelled.wait()
+    await asyncio.sleep(0)
+    assert connection._tasks == {}
+    assert len(answers) == 2  # a cancelled request gets no answer

@@ -87,8 +87,11 @@ class ServerConnection:
             # A response to nothing this server asked (or asked and stopped waiting for).
             logger.debug("ignored a response to no pending request (id %r)", message.get("id"))
 
-    def _forget(self, request_id: jsonrpc.RequestId, _task: asyncio.Task[None]) -> None:
-        self._tasks.pop(request_id, None)
+    def _forget(self, request_id: jsonrpc.RequestId, task: asyncio.Task[None]) -> None:
+        # `_run` frees the id itself, and by now a new request may hold it: only a task
+        # cancelled before its first step (whose `_run` never ran) is still here.
+        if self._tasks.get(request_id) is task:
+            del self._tasks[request_id]
 
     def _cancel(self, params: dict[str, Any]) -> None:
         request_id = params.get("requestId")
@@ -106,6 +109,11 @@ class ServerConnection:
             )
         except asyncio.CancelledError:
             return  # a cancelled request gets no response
+        finally:
+            # The id is free as soon as the request ends, before its answer goes out (not a
+            # loop turn later, when `_forget` runs): a client that reuses the id of an
+            # answered request is not told it is in use.
+            self._tasks.pop(message["id"], None)
         if session is not None and not self._attached and session.negotiated:
             self._attached = True
             self.server.attach_session(session)
