@@ -257,18 +257,23 @@ async def test_a_legacy_request_answered_with_json_leaves_no_stream_behind(
     assert channel.log.size == 0
 
 
+def legacy_call(id: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A `tools/call` as a legacy session sends it (no modern `_meta`)."""
+    return {
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
+
+
 @pytest.mark.parametrize("tool", ["add", "slow_add"])
 async def test_a_legacy_request_id_is_free_once_answered(app: StreamableHTTPApp, tool: str) -> None:
     # Whether the handler answers in its first step or waits first, its id is released before
     # the answer goes out: the same id sent right after is a new request, not "in use".
     session = await legacy_session(app)
     (channel,) = app.sessions._channels.values()
-    message = {
-        "jsonrpc": "2.0",
-        "id": 7,
-        "method": "tools/call",
-        "params": {"name": tool, "arguments": {"a": 1, "b": 2}},
-    }
+    message = legacy_call(7, tool, {"a": 1, "b": 2})
     running_at_answer: list[bool] = []
 
     def on_send(event: MutableMapping[str, Any]) -> None:
@@ -291,12 +296,7 @@ async def test_a_legacy_request_cancelled_at_once_frees_its_id(
     # still answered, and the id is free for the next request.
     session = await legacy_session(app)
     (channel,) = app.sessions._channels.values()
-    message = {
-        "jsonrpc": "2.0",
-        "id": 9,
-        "method": "tools/call",
-        "params": {"name": tool, "arguments": {} if tool == "hang" else {"a": 1, "b": 2}},
-    }
+    message = legacy_call(9, tool, {} if tool == "hang" else {"a": 1, "b": 2})
     cancel = {
         "jsonrpc": "2.0",
         "method": "notifications/cancelled",
@@ -312,7 +312,6 @@ async def test_a_legacy_request_cancelled_at_once_frees_its_id(
     assert tool == "add" or "error" in answer
     assert (await cancelled)[0] == 202
     assert channel.tasks == {}
-    again = {**message, "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}
-    status, _, body = await post(app, again, session)
+    status, _, body = await post(app, legacy_call(9, "add", {"a": 1, "b": 2}), session)
     assert status == 200, body
     assert orjson.loads(body)["result"]["structuredContent"] == {"result": 3}
