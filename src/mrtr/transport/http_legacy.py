@@ -921,7 +921,8 @@ def _forget(
     # never ran, and this does both, so the id is not held and the waiting POST is answered.
     if channel.tasks.get(request_id) is task:
         del channel.tasks[request_id]
-    stream.finish()
+    if task.cancelled():
+        stream.finish()  # idempotent: a cancelled `_run` that did run has ended it already
 
 
 def _cancel(channel: _Channel, params: Any) -> bool:
