@@ -31,12 +31,20 @@ def text_of(result: Any) -> str:
     return " ".join(c.text for c in result.content if isinstance(c, TextContent))
 
 
-def sleepy_server(**options: Any) -> Server:
+def sleepy_server(release: threading.Event | None = None, **options: Any) -> Server:
+    """A server with a blocking sync tool (`nap`) and an async one (`quick`).
+
+    With `release`, `nap` blocks its worker thread until the test sets it, so a test can show
+    what else is served meanwhile without any wall-clock bound.
+    """
     server = Server("sleepy", options=ServerOptions(**options))
 
     @server.tool()
     def nap(seconds: float) -> str:
-        time.sleep(seconds)
+        if release is not None:
+            release.wait(GUARD)
+        else:
+            time.sleep(seconds)
         return threading.current_thread().name
 
     @server.tool()
@@ -46,17 +54,21 @@ def sleepy_server(**options: Any) -> Server:
     return server
 
 
+#: Bounds a wait that only a bug would reach; no assertion measures time against it.
+GUARD = 10.0
+
+
 async def test_a_blocking_sync_tool_does_not_stall_other_requests_over_http() -> None:
-    server = sleepy_server()
+    release = threading.Event()
+    server = sleepy_server(release)
     async with serve(server.asgi_app()) as url, Client.http(f"{url}/mcp") as client:
-        slow = asyncio.create_task(client.call_tool("nap", {"seconds": 1.2}))
-        await asyncio.sleep(0.1)  # the nap has started blocking its thread
-        started = time.monotonic()
-        fast = await client.call_tool("quick")
-        waited = time.monotonic() - started
+        slow = asyncio.create_task(client.call_tool("nap", {"seconds": 0}))
+        # The nap holds its thread until released: the quick call is answered while it does.
+        fast = await asyncio.wait_for(client.call_tool("quick"), GUARD)
         assert not slow.done()
+        release.set()
         napped = await slow
-    assert text_of(fast) == "quick" and waited < 0.7
+    assert text_of(fast) == "quick"
     assert text_of(napped).startswith("mrtr-sleepy")
 
 
@@ -95,49 +107,48 @@ def test_sync_workers_must_be_positive() -> None:
 
 
 async def test_round_timeout_fires_on_time_for_a_blocked_sync_tool() -> None:
-    finished = threading.Event()
+    release, finished = threading.Event(), threading.Event()
     server = Server(
         "t", options=ServerOptions(input_required=InputRequiredConfig(round_timeout=0.2))
     )
 
     @server.tool()
     def blocked() -> str:
-        time.sleep(1.2)
+        release.wait(GUARD)
         finished.set()  # the thread runs on to its end: Python cannot interrupt it
         return "late"
 
     async with Client.in_memory(server) as client:
-        started = time.monotonic()
         with pytest.raises(McpError) as raised:
-            await client.call_tool("blocked")
-        took = time.monotonic() - started
+            await asyncio.wait_for(client.call_tool("blocked"), GUARD)
+        # The round timed out while the thread was still blocked, not when it ended.
         assert not finished.is_set()
+        release.set()
     assert raised.value.code == errors.INTERNAL_ERROR
     assert "did not finish within round_timeout (0.2 s)" in raised.value.message
-    assert took < 0.9
-    assert await asyncio.to_thread(finished.wait, 5)
+    assert await asyncio.to_thread(finished.wait, GUARD)
 
 
 @pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
 async def test_a_tool_timeout_bounds_one_call_with_a_tool_error(sync: bool) -> None:
     server = Server("t")
+    release = threading.Event()
 
     def blocked() -> str:
-        time.sleep(1.2)
+        release.wait(GUARD)
         return "late"
 
     async def stuck() -> str:
-        await asyncio.sleep(5)
+        await asyncio.sleep(GUARD)
         return "late"
 
     server.tool("slow", timeout=0.15)(blocked if sync else stuck)
     async with Client.in_memory(server) as client:
-        started = time.monotonic()
-        result = await client.call_tool("slow")
-        took = time.monotonic() - started
+        # Answered while the tool is still blocked: the timeout, not the tool's end, ended it.
+        result = await asyncio.wait_for(client.call_tool("slow"), GUARD)
+        release.set()
     assert result.is_error is True
     assert text_of(result) == "Tool 'slow' did not finish within its timeout (0.15 s)"
-    assert took < 0.9
 
 
 async def test_a_tools_own_timeout_error_is_not_taken_for_its_timeout() -> None:
@@ -198,25 +209,24 @@ async def test_both_eras_over_stdio_keep_serving_while_a_sync_tool_blocks() -> N
     async with mcp.Client(
         StdioServerParameters(command=sys.executable, args=SERVE), mode="legacy"
     ) as official:
-        slow = asyncio.create_task(official.call_tool("nap", {"seconds": 1.2}))
-        await asyncio.sleep(0.15)
-        started = time.monotonic()
-        quick = await official.call_tool("quick")
-        waited = time.monotonic() - started
+        slow = asyncio.create_task(official.call_tool("hold", {}))
+        # `holding` is answered while `hold` blocks its thread (it returns only after `wake`).
+        busy = await asyncio.wait_for(official.call_tool("holding", {}), GUARD)
         assert not slow.done()
-        napped = await slow
-        asks = await asyncio.wait_for(official.call_tool("sync_asks", {}), 5)
-    assert quick.content[0].text == "quick" and waited < 0.7  # type: ignore[union-attr]
-    assert napped.content[0].text == "rested in mrtr-author"  # type: ignore[union-attr]
+        await official.call_tool("wake", {})
+        held = await asyncio.wait_for(slow, GUARD)
+        asks = await asyncio.wait_for(official.call_tool("sync_asks", {}), GUARD)
+    assert busy.structured_content == {"result": True}
+    assert held.content[0].text == "held in mrtr-author"  # type: ignore[union-attr]
     assert asks.is_error is True
     assert "sync_asks() is a sync handler" in asks.content[0].text  # type: ignore[union-attr]
 
     async with Client.stdio(sys.executable, SERVE) as modern:
-        slow_modern = asyncio.create_task(modern.call_tool("nap", {"seconds": 1.2}))
-        await asyncio.sleep(0.15)
-        started = time.monotonic()
-        await modern.call_tool("quick")
-        assert time.monotonic() - started < 0.7 and not slow_modern.done()
-        await slow_modern
+        slow_modern = asyncio.create_task(modern.call_tool("hold"))
+        busy_modern = await asyncio.wait_for(modern.call_tool("holding"), GUARD)
+        assert not slow_modern.done()
+        await modern.call_tool("wake")
+        await asyncio.wait_for(slow_modern, GUARD)
         stuck = await modern.call_tool("stuck")
+    assert busy_modern.structured_content == {"result": True}
     assert text_of(stuck) == "Tool 'stuck' did not finish within its timeout (0.2 s)"

@@ -45,6 +45,33 @@ async def quick() -> str:
     return "quick"
 
 
+# `hold` blocks its worker thread until `wake` is called: a test shows what is served meanwhile
+# by events, not by timing.
+_holding, _woken = threading.Event(), threading.Event()
+
+
+@server.tool
+def hold() -> str:
+    """Block the calling thread until `wake` is called."""
+    _holding.set()
+    _woken.wait(30)
+    return f"held in {threading.current_thread().name.split('_')[0]}"
+
+
+@server.tool
+async def holding() -> bool:
+    """Whether `hold` is blocking its thread now (waiting a little for it to start)."""
+    await asyncio.to_thread(_holding.wait, 10)
+    return _holding.is_set() and not _woken.is_set()
+
+
+@server.tool
+async def wake() -> str:
+    """Let `hold` return."""
+    _woken.set()
+    return "woken"
+
+
 @server.tool(timeout=0.2)
 async def stuck() -> str:
     """Never finish on its own."""
