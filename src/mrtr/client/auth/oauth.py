@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from dataclasses import replace
 
 import aiohttp
 from aiohttp import ClientHandlerType, ClientRequest, ClientResponse
+from aiohttp.abc import AbstractResolver
 
 from .challenge import Challenge, auth_challenge
 from .credentials import ClientCredentials
@@ -39,6 +41,7 @@ from .metadata import (
     origin,
     resource_covers,
 )
+from .reach import Reach
 from .redirect import RedirectHandler
 from .registration import register, registration_request
 from .store import MemoryTokenStore, TokenStore
@@ -64,6 +67,13 @@ class OAuth:
     memory). `dpop`: bind tokens to a key (RFC 9449): True, False, or None to do it when the
     authorization server offers it. `allow_http`: accept plain-HTTP authorization servers
     that are not on loopback (never do this outside a test network).
+
+    What a server's 401 makes the client fetch is limited (see `Reach`): its resource
+    metadata only on its own origin, or on one of `trusted_metadata_origins`
+    (`https://host[:port]`); https elsewhere; no loopback or private address unless the
+    server is on loopback itself (or the origin is trusted); no redirects. `resolver`: how
+    the authorization flow resolves host names (default: aiohttp's), e.g. to pin names or to
+    refuse private addresses at resolve time as well.
     """
 
     def __init__(
@@ -80,6 +90,8 @@ class OAuth:
         max_step_ups: int = 2,
         timeout: float = 30.0,
         allow_http: bool = False,
+        trusted_metadata_origins: Iterable[str] = (),
+        resolver: AbstractResolver | None = None,
     ) -> None:
         if grant is None and redirect is not None:
             grant = AuthorizationCodeGrant(redirect)
@@ -106,6 +118,8 @@ class OAuth:
         self.dpop = dpop
         self.max_step_ups = max_step_ups
         self.allow_http = allow_http
+        self.trusted_metadata_origins = tuple(trusted_metadata_origins)
+        self.resolver = resolver
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._tokens: dict[str, Tokens | None] = {}  # by canonical server URL; None: none yet
         self._servers: dict[str, ServerMetadata] = {}  # by issuer
@@ -245,22 +259,29 @@ class OAuth:
     # --- the flow ---------------------------------------------------------------------------
 
     def _session(self) -> aiohttp.ClientSession:
-        return aiohttp.ClientSession(timeout=self._timeout)
+        connector = aiohttp.TCPConnector(resolver=self.resolver) if self.resolver else None
+        return aiohttp.ClientSession(timeout=self._timeout, connector=connector)
+
+    def _reach(self, url: str) -> Reach:
+        # The issuer the credentials are bound to was configured, like the trusted origins.
+        trusted = (*self.trusted_metadata_origins, *([self.issuer] if self.issuer else []))
+        return Reach.of(url, trusted, allow_http=self.allow_http)
 
     async def _discover(
         self, session: aiohttp.ClientSession, url: str, challenge: Challenge | None
     ) -> tuple[ResourceMetadata | None, ServerMetadata]:
+        reach = self._reach(url)
         resource = await discover_resource(
             session,
             url,
             challenge.resource_metadata if challenge is not None else None,
-            allow_http=self.allow_http,
+            reach=reach,
         )
         # Without resource metadata (a 2025-03-26 server), the MCP server's origin is the
         # authorization server, at its metadata or else at the default endpoints.
         named = resource.authorization_servers if resource is not None else (origin(url),)
         issuer = self._issuer_among(url, named, resource is not None)
-        metadata = await discover_server(session, issuer, allow_http=self.allow_http)
+        metadata = await discover_server(session, issuer, reach=reach)
         if metadata is None:
             if resource is not None or issuer != origin(url):
                 raise AuthorizationFailed(
@@ -367,7 +388,7 @@ class OAuth:
         try:
             async with self._session() as session:
                 metadata = self._servers.get(issuer) or await discover_server(
-                    session, issuer, allow_http=self.allow_http
+                    session, issuer, reach=self._reach(key)
                 )
                 if metadata is None:
                     return None
