@@ -6,7 +6,10 @@ authorization servers, `FakeMCP` for a resource that points where a test says)."
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
+from aiohttp import web
 from joserfc.jwk import ECKey
 
 from mrtr import Client
@@ -15,6 +18,7 @@ from mrtr.cli.call import command_line_oauth
 from mrtr.client.auth import (
     ClientCredentials,
     ClientCredentialsGrant,
+    IdJagGrant,
     JwtBearerGrant,
     OAuth,
 )
@@ -23,11 +27,28 @@ from mrtr.client.auth.discovery import AuthorizationFailed
 from mrtr.client.auth.metadata import ServerMetadata
 from mrtr.protocol.errors import AUTHORIZATION_FAILED, HTTP_ERROR, McpError
 from oauth_as import AuthorizationServer
-from test_client_auth import FakeMCP, FollowRedirect, fake
+from test_client_auth import FakeMCP, FollowRedirect, fake, serving
 
 __all__ = ["fake"]  # the fixture, imported for the tests here
 
 SECRET = "pre-registered-secret-8f2c"
+
+
+@pytest.fixture
+async def recorder_app() -> AsyncIterator[tuple[str, list[str]]]:
+    """A server that answers 400 to everything and records each request's path and body."""
+    received: list[str] = []
+
+    async def record(request: web.Request) -> web.Response:
+        received.append(f"{request.method} {request.path} {await request.text()}")
+        return web.json_response({"error": "invalid_request"}, status=400)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", record)
+    async with serving(app) as base:
+        yield base, received
+
+
 ASSERTION = "workload-assertion-51de"
 
 
@@ -178,3 +199,40 @@ def test_mrtr_call_binds_a_client_secret_to_the_issuer_given(
     )
     assert auth.issuer == "https://as.example"
     assert auth.client is not None and auth.client.issuer == "https://as.example"
+
+
+async def test_an_id_jag_grant_with_an_issuer_is_asked_for_and_presented_there_only(
+    fake: FakeMCP, recorder_app: tuple[str, list[str]]
+) -> None:
+    idp, idp_received = recorder_app
+    async with AuthorizationServer() as trusted, AuthorizationServer() as hostile:
+        fake.metadata = {"resource": fake.base + "/mcp", "authorization_servers": [hostile.issuer]}
+        grant = IdJagGrant(
+            "the-users-id-token",
+            idp_token_endpoint=idp + "/token",
+            idp_client_id="app-at-idp",
+            issuer=trusted.issuer,
+        )
+        auth = OAuth(grant=grant, client=ClientCredentials("mcp-app"))
+        assert auth.issuer == trusted.issuer
+        async with Client.http(fake.base + "/mcp", auth=auth) as client:
+            with pytest.raises(McpError) as caught:
+                await client.list_tools()
+    assert caught.value.code == AUTHORIZATION_FAILED and hostile.issuer in caught.value.message
+    assert idp_received == [] and hostile.received == []
+
+
+async def test_a_bound_client_of_a_server_without_resource_metadata_goes_to_its_issuer(
+    fake: FakeMCP,
+) -> None:
+    fake.challenge = "Bearer"  # and no resource metadata anywhere (a 2025-03-26 server)
+    async with AuthorizationServer() as trusted:
+        machine = trusted.register_client(client_secret=SECRET, grant_types=["client_credentials"])
+        auth = OAuth(
+            grant=ClientCredentialsGrant(),
+            client=ClientCredentials(machine.client_id, SECRET, issuer=trusted.issuer),
+        )
+        async with Client.http(fake.base + "/mcp", auth=auth) as client:
+            with pytest.raises(McpError):  # the fake accepts no token
+                await client.list_tools()
+    assert [form["grant_type"] for form in trusted.token_requests] == ["client_credentials"]

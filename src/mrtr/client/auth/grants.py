@@ -241,7 +241,8 @@ class IdJagGrant:
     """Enterprise-managed authorization: the user's `id_token` from the enterprise identity
     provider is exchanged there (`idp_token_endpoint`, as `idp_client_id`) for an Identity
     Assertion JWT Authorization Grant, presented to the MCP server's authorization server
-    as a JWT bearer grant."""
+    as a JWT bearer grant. `issuer`: that authorization server, when known; the grant is then
+    asked for and presented there only (a server naming another gets an error)."""
 
     redirect_uri: str | None = None
     grant_types: tuple[str, ...] = (JWT_BEARER,)
@@ -254,7 +255,9 @@ class IdJagGrant:
         idp_token_endpoint: str,
         idp_client_id: str,
         idp_client_secret: str | None = None,
+        issuer: str | None = None,
     ) -> None:
+        self.issuer = issuer
         self.id_token = id_token
         self.idp_token_endpoint = idp_token_endpoint
         self.idp_client_id = idp_client_id
@@ -262,6 +265,12 @@ class IdJagGrant:
 
     async def obtain(self, context: GrantContext) -> Tokens:
         """The token exchange at the identity provider, then the JWT bearer grant."""
+        if self.issuer is not None and context.metadata.issuer != self.issuer:
+            raise AuthorizationFailed(
+                f"the ID-JAG grant is for the authorization server {self.issuer!r}, not for "
+                f"{context.metadata.issuer[:200]!r}; it is neither asked for nor sent",
+                {"expected": self.issuer, "issuer": context.metadata.issuer[:200]},
+            )
         form = {
             "grant_type": TOKEN_EXCHANGE,
             "subject_token": await _resolve(self.id_token),
