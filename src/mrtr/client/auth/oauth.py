@@ -68,7 +68,7 @@ class OAuth:
     authorization server offers it. `allow_http`: accept plain-HTTP authorization servers
     that are not on loopback (never do this outside a test network).
 
-    What a server's 401 makes the client fetch is limited (see `Reach`): its resource
+    What a server's 401 makes the client fetch is limited (`mrtr.client.auth.reach`): its resource
     metadata only on its own origin, or on one of `trusted_metadata_origins`
     (`https://host[:port]`); https elsewhere; no loopback or private address unless the
     server is on loopback itself (or the origin is trusted); no redirects. `resolver`: how
