@@ -41,7 +41,10 @@ from mrtr.client.auth import (
     IdJagGrant,
     JwtBearerGrant,
     OAuth,
+    auth_challenge,
 )
+from mrtr.client.auth.discovery import discover_resource
+from mrtr.client.auth.metadata import origin
 
 logger = logging.getLogger("conformance.client")
 
@@ -96,14 +99,31 @@ class HeadlessRedirect:
         return AuthorizationResponse.from_url(location)
 
 
-def oauth_for(scenario: str, context: dict[str, Any]) -> OAuth | None:
+async def scenario_issuer(url: str, context: dict[str, Any]) -> str:
+    """The authorization server pre-registered credentials are bound to. A real application
+    is configured with it; the suite passes it for some scenarios only, so this harness
+    otherwise asks the server under test (a client must never trust an unknown server so)."""
+    if isinstance(context.get("issuer"), str):
+        return str(context["issuer"])
+    ping = {"jsonrpc": "2.0", "id": 0, "method": "ping"}
+    async with aiohttp.ClientSession() as session:
+        async with session.post(url, json=ping, allow_redirects=False) as response:
+            challenge = auth_challenge(response.headers.getall("WWW-Authenticate", ()))
+        named = challenge.resource_metadata if challenge is not None else None
+        resource = await discover_resource(session, url, named, allow_http=True)
+    return resource.authorization_servers[0] if resource is not None else origin(url)
+
+
+async def oauth_for(scenario: str, url: str, context: dict[str, Any]) -> OAuth | None:
     """How the client authorizes in an `auth/*` scenario, from the data the suite passes."""
     if not scenario.startswith("auth/"):
         return None
     name = scenario.removeprefix("auth/")
     if name == "pre-registration":
         client = ClientCredentials(
-            context["client_id"], context["client_secret"], issuer=context.get("issuer")
+            context["client_id"],
+            context["client_secret"],
+            issuer=await scenario_issuer(url, context),
         )
         return OAuth(HeadlessRedirect(), client=client)
     if name == "client-credentials-jwt":
@@ -112,10 +132,15 @@ def oauth_for(scenario: str, context: dict[str, Any]) -> OAuth | None:
             private_key_pem=context["private_key_pem"],
             signing_algorithm=context.get("signing_algorithm", "ES256"),
             auth_method="private_key_jwt",
+            issuer=await scenario_issuer(url, context),
         )
         return OAuth(grant=ClientCredentialsGrant(), client=client)
     if name == "client-credentials-basic":
-        client = ClientCredentials(context["client_id"], context["client_secret"])
+        client = ClientCredentials(
+            context["client_id"],
+            context["client_secret"],
+            issuer=await scenario_issuer(url, context),
+        )
         return OAuth(grant=ClientCredentialsGrant(), client=client)
     if name == "enterprise-managed-authorization":
         grant = IdJagGrant(
@@ -123,11 +148,16 @@ def oauth_for(scenario: str, context: dict[str, Any]) -> OAuth | None:
             idp_token_endpoint=context["idp_token_endpoint"],
             idp_client_id=context["idp_client_id"],
         )
-        client = ClientCredentials(context["client_id"], context["client_secret"])
+        client = ClientCredentials(
+            context["client_id"],
+            context["client_secret"],
+            issuer=await scenario_issuer(url, context),
+        )
         return OAuth(grant=grant, client=client)
     if name == "wif-jwt-bearer":
         client = ClientCredentials(context["client_id"], auth_method="none")
-        return OAuth(grant=JwtBearerGrant(context["valid_jwt"]), client=client)
+        bearer = JwtBearerGrant(context["valid_jwt"], issuer=await scenario_issuer(url, context))
+        return OAuth(grant=bearer, client=client)
     return OAuth(HeadlessRedirect(), client_metadata_url=CLIENT_METADATA_URL)
 
 
@@ -243,7 +273,7 @@ SCENARIOS: dict[str, Callable[[Client, dict[str, Any]], Awaitable[None]]] = {
 
 async def run(scenario: str, url: str, context: dict[str, Any], version: str) -> None:
     action = SCENARIOS.get(scenario, authorized_calls)
-    async with connect(url, version, oauth_for(scenario, context)) as client:
+    async with connect(url, version, await oauth_for(scenario, url, context)) as client:
         await action(client, context)
 
 

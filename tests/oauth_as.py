@@ -114,7 +114,11 @@ class AuthorizationServer:
 
     What happened is recorded in `token_requests` (the form of each ``/token`` call),
     `authorize_requests`, `introspections`, `metadata_requests` (paths requested) and
-    `jwks_requests` (a count).
+    `jwks_requests` (a count); `received` holds every request whole (method, path, headers
+    and body as text), for asserting that something never arrived.
+
+    `name`: the host its URLs (issuer, endpoints) use, when not `host` itself: a test whose
+    client resolves that name to `host` can have it look like a server elsewhere.
     """
 
     def __init__(
@@ -125,8 +129,10 @@ class AuthorizationServer:
         port: int = 0,
         user: str = "user-1",
         scopes_supported: Iterable[str] = ("mcp", "tools:read", "tools:write", "admin"),
+        name: str | None = None,
     ) -> None:
         self.host = host
+        self.name = name or host
         self.port = port
         self.issuer_path = issuer_path.rstrip("/")
         self.user = user
@@ -146,6 +152,7 @@ class AuthorizationServer:
         self.introspections: list[dict[str, str]] = []
         self.metadata_requests: list[str] = []
         self.jwks_requests = 0
+        self.received: list[str] = []
         self._keys: list[ECKey] = []
         self._codes: dict[str, _Grant] = {}
         self._refresh: dict[str, _Grant] = {}
@@ -158,7 +165,7 @@ class AuthorizationServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"http://{self.name}:{self.port}"
 
     @property
     def issuer(self) -> str:
@@ -177,7 +184,7 @@ class AuthorizationServer:
         return self.issuer + "/introspect"
 
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(middlewares=[self._record])
         path = self.issuer_path
         app.router.add_get("/.well-known/oauth-authorization-server" + path, self._metadata)
         app.router.add_get("/.well-known/openid-configuration" + path, self._metadata)
@@ -305,6 +312,16 @@ class AuthorizationServer:
             return body
 
     # -- endpoints -------------------------------------------------------------------------
+
+    @web.middleware
+    async def _record(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        body = await request.read()  # kept by aiohttp: the handler reads it again
+        headers = "".join(f"{key}: {value}\n" for key, value in request.headers.items())
+        self.received.append(
+            f"{request.method} {request.path_qs}\n{headers}\n{body.decode('utf-8', 'replace')}"
+        )
+        response: web.StreamResponse = await handler(request)
+        return response
 
     def metadata(self) -> dict[str, Any]:
         """The RFC 8414 document."""

@@ -430,7 +430,9 @@ def test_secrets_stay_out_of_reprs() -> None:
     from mrtr.client.auth import ClientCredentials
 
     shown = repr(Tokens("access-secret", refresh_token="refresh-secret", dpop_key={"d": "key"}))
-    shown += repr(ClientCredentials("id", "client-secret", private_key_pem="pem-secret"))
+    shown += repr(
+        ClientCredentials("id", "client-secret", private_key_pem="pem-secret", issuer="https://as")
+    )
     shown += repr(AuthorizationResponse(code="code-secret", state="s"))
     for secret in ("access-secret", "refresh-secret", "key", "client-secret", "pem-secret"):
         assert secret not in shown

@@ -70,6 +70,8 @@ def test_the_example_runs_as_its_readme_says() -> None:
                 sys.executable,
                 str(EXAMPLE / "client.py"),
                 f"http://127.0.0.1:{mcp_port}/mcp",
+                "--issuer",
+                issuer,
                 "--client-id",
                 "demo-client",
                 "--client-secret",

@@ -782,7 +782,9 @@ async def test_our_client_with_a_client_credentials_grant(site: Protected) -> No
     machine = site.auth_server.register_client(grant_types=["client_credentials"])
     auth = OAuth(
         grant=ClientCredentialsGrant(),
-        client=ClientCredentials(machine.client_id, machine.client_secret),
+        client=ClientCredentials(
+            machine.client_id, machine.client_secret, issuer=site.auth_server.issuer
+        ),
     )
     async with Client.http(site.url, auth=auth) as client:
         result = await client.call_tool("whoami", {})

@@ -194,6 +194,12 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     )
     oauth.add_argument("--client-id", help="a client id registered with the server's OAuth")
     oauth.add_argument("--client-secret", help="the secret of --client-id, if it has one")
+    oauth.add_argument(
+        "--issuer",
+        metavar="URL",
+        help="the authorization server --client-id is registered at, as its metadata names "
+        "itself (needed with --client-secret: the secret is sent to that server only)",
+    )
     oauth.add_argument("--scope", help="the scopes to ask for (default: what the server names)")
     oauth.add_argument(
         "--token-file",
@@ -452,8 +458,17 @@ def _call(parser: argparse.ArgumentParser, args: argparse.Namespace, command: li
         parser.error(f"{tool!r} looks like an argument; the tool name comes first")
     if args.header and url is None:
         parser.error("--header applies to an HTTP server (a URL) only")
-    if url is None and (args.client_id or args.client_secret or args.scope or args.token_file):
-        parser.error("--client-id, --client-secret, --scope and --token-file apply to a URL only")
+    if url is None and (
+        args.client_id or args.client_secret or args.issuer or args.scope or args.token_file
+    ):
+        parser.error(
+            "--client-id, --client-secret, --issuer, --scope and --token-file apply to a URL only"
+        )
+    if args.client_secret and not args.issuer:
+        parser.error(
+            "--client-secret needs --issuer URL: the authorization server the client is "
+            "registered at (its secret is sent to no other)"
+        )
     try:
         call = CallCommand(
             tool=tool,
@@ -471,6 +486,7 @@ def _call(parser: argparse.ArgumentParser, args: argparse.Namespace, command: li
         call.auth = command_line_oauth(
             client_id=args.client_id,
             client_secret=args.client_secret,
+            issuer=args.issuer,
             scope=args.scope,
             token_file=args.token_file,
         )

@@ -176,16 +176,18 @@ def command_line_oauth(
     *,
     client_id: str | None = None,
     client_secret: str | None = None,
+    issuer: str | None = None,
     scope: str | None = None,
     token_file: str | None = None,
 ) -> OAuth:
     """The OAuth of `mrtr call`: a person signs in through the browser (the redirect comes
-    back to 127.0.0.1), as a pre-registered client when given one, else one registered
-    dynamically; tokens live in `token_file` (default `~/.mrtr/tokens.json`, mode 0600)."""
+    back to 127.0.0.1), as a pre-registered client when given one (used at `issuer` only),
+    else one registered dynamically; tokens live in `token_file` (default
+    `~/.mrtr/tokens.json`, mode 0600)."""
     from ..client.auth import ClientCredentials, FileTokenStore, LoopbackRedirectHandler, OAuth
 
     path = Path(token_file) if token_file else DEFAULT_TOKEN_FILE
-    client = ClientCredentials(client_id, client_secret) if client_id else None
+    client = ClientCredentials(client_id, client_secret, issuer=issuer) if client_id else None
     return OAuth(
         LoopbackRedirectHandler(),
         client=client,

@@ -3,7 +3,8 @@
 `ClientCredentials` holds one registration: pre-registered by the application, obtained by
 dynamic client registration (RFC 7591), or a Client ID Metadata Document URL used as the
 client id. `apply_client_auth` adds the proof the token endpoint asks for:
-`client_secret_basic`, `client_secret_post`, `private_key_jwt` (RFC 7523) or `none`.
+`client_secret_basic`, `client_secret_post`, `private_key_jwt` (RFC 7523) or `none`, and
+only at the token endpoint of the issuer the credentials belong to.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import quote_plus
 
+from .discovery import AuthorizationFailed
 from .jose import ASSERTION_TYPE, client_assertion
 from .metadata import ServerMetadata
 
@@ -40,6 +42,16 @@ class ClientCredentials:
     signing_algorithm: str = "ES256"
     issuer: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.issuer is None and (self.client_secret or self.private_key_pem):
+            raise ValueError(
+                "ClientCredentials with a client secret or private key need the issuer of the "
+                "authorization server they were registered at, e.g. "
+                "ClientCredentials(client_id, secret, issuer='https://auth.example.com'), "
+                "written exactly as that server's metadata `issuer`: they are never sent "
+                "to another server"
+            )
+
     def __repr__(self) -> str:  # the secret and key stay out of logs and tracebacks
         return f"ClientCredentials(client_id={self.client_id!r}, issuer={self.issuer!r})"
 
@@ -58,14 +70,17 @@ class ClientCredentials:
             value = data.get(name)
             return value if isinstance(value, str) and value else None
 
-        return cls(
-            client_id=client_id,
-            client_secret=text("client_secret"),
-            auth_method=text("auth_method"),
-            private_key_pem=text("private_key_pem"),
-            signing_algorithm=text("signing_algorithm") or "ES256",
-            issuer=text("issuer"),
-        )
+        try:
+            return cls(
+                client_id=client_id,
+                client_secret=text("client_secret"),
+                auth_method=text("auth_method"),
+                private_key_pem=text("private_key_pem"),
+                signing_algorithm=text("signing_algorithm") or "ES256",
+                issuer=text("issuer"),
+            )
+        except ValueError:  # a secret saved without its issuer: bound to nothing, not used
+            return None
 
 
 def choose_auth_method(credentials: ClientCredentials, metadata: ServerMetadata) -> str:
@@ -92,7 +107,17 @@ def apply_client_auth(
     credentials: ClientCredentials,
     metadata: ServerMetadata,
 ) -> None:
-    """Add the client's authentication to a token request's form and headers."""
+    """Add the client's authentication to a token request's form and headers.
+
+    Raises `AuthorizationFailed` (nothing added) when the credentials belong to another
+    issuer than `metadata`'s: the last check before a secret, a key's assertion or a
+    registration leaves the client."""
+    if credentials.issuer is not None and credentials.issuer != metadata.issuer:
+        raise AuthorizationFailed(
+            f"the client's credentials are for the authorization server "
+            f"{credentials.issuer!r}, not for {metadata.issuer[:200]!r}; they are not sent",
+            {"expected": credentials.issuer, "issuer": metadata.issuer[:200]},
+        )
     method = choose_auth_method(credentials, metadata)
     if method == BASIC and credentials.client_secret is not None:
         # RFC 6749 2.3.1: both parts form-encoded before they are joined.

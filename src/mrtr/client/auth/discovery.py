@@ -4,6 +4,8 @@
 URL, else under the endpoint's path, else at the root) and checks that its `resource` speaks
 for the server being called. `discover_server` walks an issuer's well-known URLs in the
 spec's order and keeps the first document whose `issuer` is exactly the one asked for.
+Every URL is first checked against the server's `Reach` (no other origin for its resource
+metadata unless trusted, no internal hosts for a remote server), and no redirect is followed.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from ...protocol.errors import AUTHORIZATION_FAILED, McpError
 from .metadata import (
     ResourceMetadata,
     ServerMetadata,
+    origin,
     resource_covers,
     resource_metadata_urls,
     secure_enough,
     server_metadata_urls,
 )
+from .reach import Reach
 
 logger = logging.getLogger("mrtr.auth")
 
@@ -48,9 +52,21 @@ def bounded_json(raw: bytes) -> Any:
 
 
 async def fetch_json(session: aiohttp.ClientSession, url: str) -> Any:
-    """GET a JSON document; None when it is not there (any status but 200, or not JSON)."""
+    """GET a JSON document; None when it is not there (any status but 200 or a redirect, or
+    not JSON). A redirect is not followed: it raises `AuthorizationFailed` naming its
+    `Location`, since following it would fetch a URL no check has seen."""
     try:
-        async with session.get(url, headers={"Accept": "application/json"}) as response:
+        async with session.get(
+            url, headers={"Accept": "application/json"}, allow_redirects=False
+        ) as response:
+            if 300 <= response.status < 400:
+                location = response.headers.get("Location", "")[:200]
+                raise AuthorizationFailed(
+                    f"GET {url[:200]} answered HTTP {response.status}, a redirect to "
+                    f"{location!r}; discovery documents must be served where they are named "
+                    "(redirects are not followed), so nothing more was fetched",
+                    {"url": url[:200], "status": response.status, "location": location},
+                )
             if response.status != 200:
                 logger.debug("GET %s: HTTP %d", url, response.status)
                 return None
@@ -74,16 +90,29 @@ async def discover_resource(
     challenge_url: str | None,
     *,
     allow_http: bool = False,
+    reach: Reach | None = None,
 ) -> ResourceMetadata | None:
     """The Protected Resource Metadata of `server_url`, or None when it publishes none (a
-    2025-03-26 server). Raises `AuthorizationFailed` when the metadata found speaks for
-    another resource."""
+    2025-03-26 server). Raises `AuthorizationFailed` when the challenge's URL is out of the
+    server's `reach` (by default: its own origin only), or when the metadata found speaks
+    for another resource."""
+    reach = reach if reach is not None else Reach.of(server_url, allow_http=allow_http)
     candidates = resource_metadata_urls(server_url)
     if challenge_url is not None:
-        if secure_enough(challenge_url, allow_http):
-            candidates.insert(0, challenge_url)
-        else:
-            logger.warning("ignoring resource_metadata %r: not https", challenge_url[:200])
+        if not reach.trusts(challenge_url):
+            raise AuthorizationFailed(
+                f"{server_url} names resource metadata on another origin "
+                f"({challenge_url[:200]!r}); only its own origin ({origin(server_url)}) is "
+                "used unless the application trusts that one (OAuth(trusted_metadata_origins="
+                "[...])); nothing was fetched",
+                {"server": server_url, "resource_metadata": challenge_url[:200]},
+            )
+        refusal = reach.refusal(challenge_url)
+        if refusal is not None:
+            raise AuthorizationFailed(
+                f"the resource metadata URL {challenge_url[:200]!r} is refused: {refusal}"
+            )
+        candidates.insert(0, challenge_url)
     problems: list[str] = []
     for url in candidates:
         document = await fetch_json(session, url)
@@ -107,13 +136,27 @@ async def discover_resource(
 
 
 async def discover_server(
-    session: aiohttp.ClientSession, issuer: str, *, allow_http: bool = False
+    session: aiohttp.ClientSession,
+    issuer: str,
+    *,
+    allow_http: bool = False,
+    reach: Reach | None = None,
 ) -> ServerMetadata | None:
     """The metadata of the authorization server `issuer`, or None when it publishes none.
-    Raises `AuthorizationFailed` for a document naming another issuer (it must not be used,
-    RFC 8414 3.3) or with endpoints that are not https."""
-    if not secure_enough(issuer, allow_http):
-        raise AuthorizationFailed(f"the authorization server {issuer!r} is not an https URL")
+    Raises `AuthorizationFailed` for an issuer out of the MCP server's `reach` (by default,
+    the issuer is taken as the server), for a document naming another issuer (it must not
+    be used, RFC 8414 3.3), or with endpoints out of reach (not https, internal)."""
+    if reach is None:  # no MCP server to judge by: the issuer speaks for itself, if secure
+        if not secure_enough(issuer, allow_http):
+            raise AuthorizationFailed(f"the authorization server {issuer!r} is not an https URL")
+        reach = Reach.of(issuer, allow_http=allow_http)
+    refusal = reach.refusal(issuer)
+    if refusal is not None:
+        raise AuthorizationFailed(
+            f"the authorization server {issuer[:200]!r} named by {reach.server_url} is "
+            f"refused: {refusal}; nothing was fetched from it",
+            {"issuer": issuer[:200], "server": reach.server_url},
+        )
     for url in server_metadata_urls(issuer):
         document = await fetch_json(session, url)
         if document is None:
@@ -134,10 +177,11 @@ async def discover_server(
             metadata.token_endpoint,
             metadata.registration_endpoint,
         ):
-            if endpoint is not None and not secure_enough(endpoint, allow_http):
+            refusal = reach.refusal(endpoint, vouched_by=issuer) if endpoint else None
+            if endpoint is not None and refusal is not None:
                 raise AuthorizationFailed(
-                    f"the authorization server {issuer} names an endpoint that is not https: "
-                    f"{endpoint[:200]!r}"
+                    f"the authorization server {issuer} names the endpoint "
+                    f"{endpoint[:200]!r}, which is refused: {refusal}; nothing was sent to it"
                 )
         return metadata
     return None

@@ -205,18 +205,33 @@ async def _resolve(assertion: Assertion) -> str:
 
 class JwtBearerGrant:
     """A JWT is the grant (RFC 7523 2.1): `assertion` is the JWT, or a function returning a
-    fresh one (a workload identity token, say). The client authenticates as the server
-    asks, or only names itself (`client_id`) when it is a public client."""
+    fresh one (a workload identity token, say). `issuer` is the authorization server it is
+    for (required, exactly as its metadata's `issuer` reads): the assertion is presented
+    there only, never to a server an MCP server names instead. The client authenticates as
+    the server asks, or only names itself (`client_id`) when it is a public client."""
 
     redirect_uri: str | None = None
     grant_types: tuple[str, ...] = (JWT_BEARER,)
     refreshable: bool = False
 
-    def __init__(self, assertion: Assertion) -> None:
+    def __init__(self, assertion: Assertion, *, issuer: str | None = None) -> None:
+        if not issuer:
+            raise ValueError(
+                "JwtBearerGrant needs the issuer of the authorization server the assertion is "
+                "for, e.g. JwtBearerGrant(token, issuer='https://auth.example.com'), written "
+                "exactly as that server's metadata `issuer`: it is presented nowhere else"
+            )
         self.assertion = assertion
+        self.issuer = issuer
 
     async def obtain(self, context: GrantContext) -> Tokens:
-        """One token request presenting the assertion."""
+        """One token request presenting the assertion, at its issuer only."""
+        if context.metadata.issuer != self.issuer:
+            raise AuthorizationFailed(
+                f"the JWT bearer assertion is for the authorization server {self.issuer!r}, "
+                f"not for {context.metadata.issuer[:200]!r}; it is not sent",
+                {"expected": self.issuer, "issuer": context.metadata.issuer[:200]},
+            )
         return await context.token(
             {"grant_type": JWT_BEARER, "assertion": await _resolve(self.assertion)}
         )
@@ -226,7 +241,8 @@ class IdJagGrant:
     """Enterprise-managed authorization: the user's `id_token` from the enterprise identity
     provider is exchanged there (`idp_token_endpoint`, as `idp_client_id`) for an Identity
     Assertion JWT Authorization Grant, presented to the MCP server's authorization server
-    as a JWT bearer grant."""
+    as a JWT bearer grant. `issuer`: that authorization server, when known; the grant is then
+    asked for and presented there only (a server naming another gets an error)."""
 
     redirect_uri: str | None = None
     grant_types: tuple[str, ...] = (JWT_BEARER,)
@@ -239,7 +255,9 @@ class IdJagGrant:
         idp_token_endpoint: str,
         idp_client_id: str,
         idp_client_secret: str | None = None,
+        issuer: str | None = None,
     ) -> None:
+        self.issuer = issuer
         self.id_token = id_token
         self.idp_token_endpoint = idp_token_endpoint
         self.idp_client_id = idp_client_id
@@ -247,6 +265,12 @@ class IdJagGrant:
 
     async def obtain(self, context: GrantContext) -> Tokens:
         """The token exchange at the identity provider, then the JWT bearer grant."""
+        if self.issuer is not None and context.metadata.issuer != self.issuer:
+            raise AuthorizationFailed(
+                f"the ID-JAG grant is for the authorization server {self.issuer!r}, not for "
+                f"{context.metadata.issuer[:200]!r}; it is neither asked for nor sent",
+                {"expected": self.issuer, "issuer": context.metadata.issuer[:200]},
+            )
         form = {
             "grant_type": TOKEN_EXCHANGE,
             "subject_token": await _resolve(self.id_token),

@@ -191,12 +191,15 @@ def is_loopback(url: str) -> bool:
         return False
 
 
-def secure_enough(url: str, allow_http: bool) -> bool:
-    """True for an `https` URL, or an `http` one on loopback (or anywhere, when allowed)."""
+def secure_enough(url: str, allow_http: bool, *, server_url: str | None = None) -> bool:
+    """True for an `https` URL, or an `http` one on loopback (or anywhere, when allowed).
+    With `server_url` (the MCP server that named `url`), loopback http is accepted only when
+    that server is on loopback too: a remote server cannot point the client at this machine."""
     scheme = urlsplit(url).scheme.lower()
     if scheme == "https":
         return True
-    return scheme == "http" and (allow_http or is_loopback(url))
+    local = is_loopback(url) and (server_url is None or is_loopback(server_url))
+    return scheme == "http" and (allow_http or local)
 
 
 __all__ = [

@@ -9,6 +9,8 @@ Plugged into `Client.http(url, auth=OAuth(...))`, it puts the access token on ev
   client credentials...), with a client registration kept per authorization server. The
   request is sent again once. A server whose authorization server changed gets a new
   registration there: credentials never travel from one authorization server to another.
+  Pre-registered credentials and a JWT bearer assertion are bound to their issuer: a server
+  naming another authorization server gets an error, and they are not sent.
 * 401 `use_dpop_nonce`: the request again with the server's nonce.
 * 403 `insufficient_scope`: step-up: the union of the scopes asked for so far and the
   challenge's, at most `max_step_ups` times per request, and only while the union grows.
@@ -20,10 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from dataclasses import replace
 
 import aiohttp
 from aiohttp import ClientHandlerType, ClientRequest, ClientResponse
+from aiohttp.abc import AbstractResolver
 
 from .challenge import Challenge, auth_challenge
 from .credentials import ClientCredentials
@@ -37,6 +41,7 @@ from .metadata import (
     origin,
     resource_covers,
 )
+from .reach import Reach
 from .redirect import RedirectHandler
 from .registration import register, registration_request
 from .store import MemoryTokenStore, TokenStore
@@ -54,13 +59,21 @@ class OAuth:
     `redirect`: how a person signs in (see `RedirectHandler`; `LoopbackRedirectHandler` for
     a local app); it selects the authorization code grant. `grant`: another way to get tokens
     (`ClientCredentialsGrant`, `JwtBearerGrant`, `IdJagGrant`). `client`: pre-registered
-    credentials; else a Client ID Metadata Document URL (`client_metadata_url`) where the
-    authorization server accepts one, else dynamic registration as `client_name`. `scope`:
+    credentials (bound to their `issuer`: used with no other authorization server); else a
+    Client ID Metadata Document URL (`client_metadata_url`) where the authorization server
+    accepts one, else dynamic registration as `client_name`. `scope`:
     always ask for these scopes (default: the challenge's, else the server's
     `scopes_supported`, else none). `store`: where tokens and registrations are kept (default:
     memory). `dpop`: bind tokens to a key (RFC 9449): True, False, or None to do it when the
     authorization server offers it. `allow_http`: accept plain-HTTP authorization servers
     that are not on loopback (never do this outside a test network).
+
+    What a server's 401 makes the client fetch is limited (`mrtr.client.auth.reach`): its resource
+    metadata only on its own origin, or on one of `trusted_metadata_origins`
+    (`https://host[:port]`); https elsewhere; no loopback or private address unless the
+    server is on loopback itself (or the origin is trusted); no redirects. `resolver`: how
+    the authorization flow resolves host names (default: aiohttp's), e.g. to pin names or to
+    refuse private addresses at resolve time as well.
     """
 
     def __init__(
@@ -77,6 +90,8 @@ class OAuth:
         max_step_ups: int = 2,
         timeout: float = 30.0,
         allow_http: bool = False,
+        trusted_metadata_origins: Iterable[str] = (),
+        resolver: AbstractResolver | None = None,
     ) -> None:
         if grant is None and redirect is not None:
             grant = AuthorizationCodeGrant(redirect)
@@ -84,6 +99,16 @@ class OAuth:
             raise ValueError("OAuth needs a redirect handler (redirect=...) or a grant (grant=...)")
         if max_step_ups < 0:
             raise ValueError(f"max_step_ups must be 0 or more, not {max_step_ups}")
+        grant_issuer = getattr(grant, "issuer", None)
+        grant_issuer = grant_issuer if isinstance(grant_issuer, str) else None
+        client_issuer = client.issuer if client is not None else None
+        if grant_issuer and client_issuer and grant_issuer != client_issuer:
+            raise ValueError(
+                f"the grant is for the issuer {grant_issuer!r} but the client's credentials "
+                f"are for {client_issuer!r}; they must name the same authorization server"
+            )
+        # The one authorization server this client may authenticate at, when it is bound.
+        self.issuer: str | None = client_issuer or grant_issuer
         self.grant = grant
         self.client = client
         self.client_metadata_url = client_metadata_url
@@ -93,6 +118,8 @@ class OAuth:
         self.dpop = dpop
         self.max_step_ups = max_step_ups
         self.allow_http = allow_http
+        self.trusted_metadata_origins = tuple(trusted_metadata_origins)
+        self.resolver = resolver
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._tokens: dict[str, Tokens | None] = {}  # by canonical server URL; None: none yet
         self._servers: dict[str, ServerMetadata] = {}  # by issuer
@@ -232,23 +259,31 @@ class OAuth:
     # --- the flow ---------------------------------------------------------------------------
 
     def _session(self) -> aiohttp.ClientSession:
-        return aiohttp.ClientSession(timeout=self._timeout)
+        connector = aiohttp.TCPConnector(resolver=self.resolver) if self.resolver else None
+        return aiohttp.ClientSession(timeout=self._timeout, connector=connector)
+
+    def _reach(self, url: str) -> Reach:
+        # The issuer the credentials are bound to was configured, like the trusted origins.
+        trusted = (*self.trusted_metadata_origins, *([self.issuer] if self.issuer else []))
+        return Reach.of(url, trusted, allow_http=self.allow_http)
 
     async def _discover(
         self, session: aiohttp.ClientSession, url: str, challenge: Challenge | None
     ) -> tuple[ResourceMetadata | None, ServerMetadata]:
+        reach = self._reach(url)
         resource = await discover_resource(
             session,
             url,
             challenge.resource_metadata if challenge is not None else None,
-            allow_http=self.allow_http,
+            reach=reach,
         )
         # Without resource metadata (a 2025-03-26 server), the MCP server's origin is the
         # authorization server, at its metadata or else at the default endpoints.
-        issuer = resource.authorization_servers[0] if resource is not None else origin(url)
-        metadata = await discover_server(session, issuer, allow_http=self.allow_http)
+        named = resource.authorization_servers if resource is not None else (origin(url),)
+        issuer = self._issuer_among(url, named, resource is not None)
+        metadata = await discover_server(session, issuer, reach=reach)
         if metadata is None:
-            if resource is not None:
+            if resource is not None or issuer != origin(url):
                 raise AuthorizationFailed(
                     f"the authorization server {issuer} publishes no metadata "
                     "(RFC 8414 or OpenID Connect Discovery)"
@@ -256,6 +291,20 @@ class OAuth:
             metadata = ServerMetadata.fallback(issuer)
         self._servers[metadata.issuer] = metadata
         return resource, metadata
+
+    def _issuer_among(self, url: str, named: tuple[str, ...], published: bool) -> str:
+        """The authorization server to use of those the MCP server names: the one the
+        client is bound to, if any (an error when it is not named), else the first."""
+        if self.issuer is None:
+            return named[0]
+        if self.issuer in named or not published:
+            return self.issuer  # a server naming none leaves the choice to the client
+        raise AuthorizationFailed(
+            f"{url} names the authorization server {named[0][:200]!r}, but the client's "
+            f"credentials are for {self.issuer!r}; nothing was sent (if the server moved, "
+            "configure credentials registered at its new authorization server)",
+            {"expected": self.issuer, "named": [server[:200] for server in named[:5]]},
+        )
 
     def _initial_scope(
         self, challenge: Challenge | None, resource: ResourceMetadata | None
@@ -339,7 +388,7 @@ class OAuth:
         try:
             async with self._session() as session:
                 metadata = self._servers.get(issuer) or await discover_server(
-                    session, issuer, allow_http=self.allow_http
+                    session, issuer, reach=self._reach(key)
                 )
                 if metadata is None:
                     return None
@@ -359,7 +408,12 @@ class OAuth:
         """The client's registration at this authorization server: pre-registered, a Client
         ID Metadata Document URL, one registered before, or a new dynamic registration."""
         issuer = metadata.issuer
-        if self.client is not None and self.client.issuer in (None, issuer):
+        if self.client is not None:
+            if self.client.issuer not in (None, issuer):
+                raise AuthorizationFailed(
+                    f"the client's credentials are for the authorization server "
+                    f"{self.client.issuer!r}, not for {issuer[:200]!r}; they are not sent"
+                )
             return self.client
         if self.client_metadata_url is not None and metadata.client_id_metadata_document_supported:
             return ClientCredentials(self.client_metadata_url, auth_method="none", issuer=issuer)

@@ -39,6 +39,12 @@ async def request_token(
     """POST `form` to the token endpoint (or `endpoint`), authenticated as `credentials`; the
     tokens it grants. `nonces` holds the latest DPoP nonce of each origin, and is updated."""
     url = endpoint or metadata.token_endpoint
+    if credentials is not None and url != metadata.token_endpoint:
+        # The client authenticates only where its issuer's own metadata says to.
+        raise AuthorizationFailed(
+            f"{url[:200]!r} is not the token endpoint of {metadata.issuer!r} "
+            f"({metadata.token_endpoint[:200]!r}); the client's credentials are not sent there"
+        )
     for attempt in range(2):
         body = dict(form)
         headers = {
