@@ -1,0 +1,208 @@
+"""Budgets: every thing a caller can make the server hold is bounded per principal and in all,
+and past a bound the caller asking for more is refused, never someone else's state ended
+(`docs/reference/budgets.md`, one test per row). Real HTTP on loopback; a real redis-server
+for the bounds that hold across instances. Limits are set small through options.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+
+from caller_header import caller
+from mrtr import Server, ServerOptions
+from mrtr.protocol.errors import INVALID_PARAMS
+from mrtr.server.budgets import BUDGET_EXCEEDED, Budgets
+from mrtr.transport.http_server import StreamableHTTPApp
+from transport_flow import serve
+
+LEGACY = "2025-11-25"
+
+
+def legacy_server(**budgets: Any) -> Server:
+    server = Server("budgets", options=ServerOptions(principal=caller, budgets=Budgets(**budgets)))
+
+    @server.tool()
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    @server.resource_template("file:///{name}")
+    def file(name: str) -> str:
+        return name
+
+    return server
+
+
+class Peer:
+    """A raw legacy HTTP client, as `user` (or anonymous)."""
+
+    def __init__(self, http: aiohttp.ClientSession, url: str, user: str | None) -> None:
+        self.http = http
+        self.url = url
+        self.user = user
+        self.session_id: str | None = None
+        self.ids = iter(range(1, 1_000_000))
+
+    async def post(self, method: str, params: dict[str, Any]) -> tuple[int, Any]:
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": LEGACY,
+        }
+        if self.user is not None:
+            headers["x-test-user"] = self.user
+        if self.session_id is not None:
+            headers["Mcp-Session-Id"] = self.session_id
+        message = {"jsonrpc": "2.0", "id": next(self.ids), "method": method, "params": params}
+        async with self.http.post(self.url, data=orjson.dumps(message), headers=headers) as r:
+            if method == "initialize" and r.status == 200:
+                self.session_id = r.headers["Mcp-Session-Id"]
+            return r.status, orjson.loads(await r.read())
+
+    async def initialize(self, client_info: dict[str, Any] | None = None) -> tuple[int, Any]:
+        self.session_id = None
+        params = {
+            "protocolVersion": LEGACY,
+            "capabilities": {},
+            "clientInfo": client_info or {"name": "peer", "version": "1"},
+        }
+        return await self.post("initialize", params)
+
+    async def alive(self, session_id: str) -> bool:
+        self.session_id = session_id
+        status, body = await self.post("tools/list", {})
+        return status == 200 and "result" in body
+
+
+def refused(body: Any, budget: str, limit: int) -> None:
+    """`body` is the budget refusal for `budget` at `limit`."""
+    error = body["error"]
+    assert error["code"] == INVALID_PARAMS, body
+    assert error["data"]["reason"] == BUDGET_EXCEEDED
+    assert error["data"]["budget"] == budget and error["data"]["limit"] == limit
+    assert str(limit) in error["message"]
+
+
+@contextlib.asynccontextmanager
+async def endpoint(
+    server: Server, **app_options: Any
+) -> AsyncIterator[tuple[str, aiohttp.ClientSession]]:
+    """`server` on loopback: its URL, and an HTTP client for the peers."""
+    app = StreamableHTTPApp(server, **app_options)
+    async with serve(app) as base, aiohttp.ClientSession() as http:
+        yield base + "/mcp", http
+        app.close()
+
+
+async def subscribe(peer: Peer, uri: str) -> Any:
+    status, body = await peer.post("resources/subscribe", {"uri": uri})
+    assert (status == 200) == ("result" in body)
+    return body
+
+
+# --- legacy sessions ----------------------------------------------------------------------------
+
+
+async def test_sessions_per_principal_are_refused_past_the_bound_and_others_keep_theirs() -> None:
+    async with endpoint(legacy_server(sessions_per_principal=3), max_sessions=10) as (url, http):
+        alice, mallory = Peer(http, url, "alice"), Peer(http, url, "mallory")
+        assert (await alice.initialize())[0] == 200
+        kept = alice.session_id
+        assert kept is not None
+        for _ in range(3):
+            assert (await mallory.initialize())[0] == 200
+        status, body = await mallory.initialize()
+        assert status == 400
+        refused(body, "legacy sessions", 3)
+        assert body["error"]["data"]["bound"] == "principal"
+        assert "DELETE" in body["error"]["message"]
+        # Alice's session was never given up, and she may still open more.
+        assert await alice.alive(kept)
+        assert (await alice.initialize())[0] == 200
+
+
+async def test_sessions_in_all_are_refused_past_max_sessions_none_evicted() -> None:
+    async with endpoint(legacy_server(), max_sessions=4) as (url, http):
+        alice = Peer(http, url, "alice")
+        assert (await alice.initialize())[0] == 200
+        kept = alice.session_id
+        assert kept is not None
+        # Anonymous callers (one address here) fill the rest of the server.
+        anonymous = Peer(http, url, None)
+        for _ in range(3):
+            assert (await anonymous.initialize())[0] == 200
+        body = (await anonymous.initialize())[1]
+        refused(body, "legacy sessions", 4)
+        assert body["error"]["data"]["bound"] == "total"
+        assert await alice.alive(kept)
+
+
+async def test_an_ended_session_gives_its_place_back() -> None:
+    async with endpoint(legacy_server(sessions_per_principal=1)) as (url, http):
+        alice = Peer(http, url, "alice")
+        assert (await alice.initialize())[0] == 200
+        first = alice.session_id
+        assert (await alice.initialize())[0] == 400
+        headers = {"Mcp-Session-Id": first or "", "x-test-user": "alice"}
+        async with http.delete(url, headers=headers) as r:
+            assert r.status == 204
+        assert (await alice.initialize())[0] == 200
+
+
+async def test_idle_sessions_still_expire_and_free_their_place() -> None:
+    server = legacy_server(sessions_per_principal=1)
+    async with endpoint(server, session_idle_timeout=0.05) as (url, http):
+        alice = Peer(http, url, "alice")
+        assert (await alice.initialize())[0] == 200
+        first = alice.session_id
+        assert first is not None
+        assert (await alice.initialize())[0] == 400
+        # Past the idle timeout the session is gone, and its place with it.
+        await asyncio.sleep(0.1)
+        assert (await alice.initialize())[0] == 200
+        assert not await alice.alive(first)
+
+
+async def test_initialize_data_is_bounded_without_a_shared_store() -> None:
+    server = legacy_server(session_bytes=4096)
+    async with endpoint(server) as (url, http):
+        alice = Peer(http, url, "alice")
+        status, body = await alice.initialize({"name": "x" * 5000, "version": "1"})
+        assert status == 400
+        refused(body, "session bytes", 4096)
+        assert "clientInfo" in body["error"]["message"]
+        # Nothing was kept: the caller's place is still free.
+        assert (await alice.initialize({"name": "x" * 3000, "version": "1"}))[0] == 200
+
+
+# --- legacy subscriptions -----------------------------------------------------------------------
+
+
+async def test_subscription_uris_are_bounded_in_length_and_in_bytes_per_session() -> None:
+    server = legacy_server(subscription_uri_bytes=100, subscription_bytes=250, subscriptions=5)
+    async with endpoint(server) as (url, http):
+        alice = Peer(http, url, "alice")
+        assert (await alice.initialize())[0] == 200
+        refused(await subscribe(alice, "file:///" + "a" * 93), "subscription URI bytes", 100)
+        for letter in "bc":
+            assert "result" in await subscribe(alice, "file:///" + letter * 90)
+        refused(await subscribe(alice, "file:///" + "d" * 90), "subscription bytes", 250)
+        # A repeat of one already followed costs nothing, and short ones fit.
+        assert "result" in await subscribe(alice, "file:///" + "b" * 90)
+        for name in "efg":
+            assert "result" in await subscribe(alice, "file:///" + name)
+        refused(await subscribe(alice, "file:///h"), "subscriptions", 5)
+
+
+def test_budgets_refuse_impossible_values() -> None:
+    with pytest.raises(ValueError, match="sessions_per_principal"):
+        Budgets(sessions_per_principal=0)
+    with pytest.raises(ValueError, match="session_bytes"):
+        Budgets(session_bytes=1024 * 1024)
