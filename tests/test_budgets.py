@@ -14,15 +14,19 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
+import redis.asyncio
 
 from caller_header import caller
 from mrtr import Server, ServerOptions
 from mrtr.protocol.errors import INVALID_PARAMS
 from mrtr.server.budgets import BUDGET_EXCEEDED, Budgets
+from mrtr.server.redis_store import RedisBroker, RedisStore
 from mrtr.transport.http_server import StreamableHTTPApp
+from redis_instance import RedisInstance, redis_instance
 from transport_flow import serve
 
 LEGACY = "2025-11-25"
+__all__ = ["redis_instance"]  # the fixture, used by name
 
 
 def legacy_server(**budgets: Any) -> Server:
@@ -199,6 +203,80 @@ async def test_subscription_uris_are_bounded_in_length_and_in_bytes_per_session(
         for name in "efg":
             assert "result" in await subscribe(alice, "file:///" + name)
         refused(await subscribe(alice, "file:///h"), "subscriptions", 5)
+
+
+# --- legacy sessions across instances (Redis) -------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def redis_pair(
+    url: str, **budgets: Any
+) -> AsyncIterator[tuple[list[str], aiohttp.ClientSession]]:
+    """Two instances of one server sharing a real Redis, each on its own loopback port."""
+    stores = [RedisStore(url) for _ in range(2)]
+    brokers = [RedisBroker(url) for _ in range(2)]
+    apps = []
+    for store, broker in zip(stores, brokers, strict=True):
+        options = ServerOptions(
+            principal=caller, budgets=Budgets(**budgets), store=store, broker=broker
+        )
+        server = Server("budgets", options=options)
+
+        @server.tool()
+        def add(a: int, b: int) -> int:
+            """Add."""
+            return a + b
+
+        apps.append(StreamableHTTPApp(server, max_sessions=4))
+    try:
+        async with (
+            serve(apps[0]) as first,
+            serve(apps[1]) as second,
+            aiohttp.ClientSession() as http,
+        ):
+            yield [first + "/mcp", second + "/mcp"], http
+            for app in apps:
+                app.close()
+    finally:
+        for store, broker in zip(stores, brokers, strict=True):
+            await store.aclose()
+            await broker.aclose()
+
+
+async def test_session_bounds_hold_across_instances_sharing_redis(
+    redis_instance: RedisInstance,
+) -> None:
+    async with redis_pair(redis_instance.url, sessions_per_principal=2) as (urls, http):
+        # Per principal: mallory's third session is refused whichever instance she asks.
+        mallory = [Peer(http, url, "mallory") for url in urls]
+        assert (await mallory[0].initialize())[0] == 200
+        assert (await mallory[1].initialize())[0] == 200
+        for peer in mallory:
+            refused((await peer.initialize())[1], "legacy sessions", 2)
+        # In all: 4 sessions over both instances (each holds 2 of its own); the fifth is
+        # refused on either, and nobody's session was given up.
+        bob = [Peer(http, url, "bob") for url in urls]
+        assert (await bob[0].initialize())[0] == 200
+        kept = bob[0].session_id
+        assert kept is not None
+        assert (await bob[1].initialize())[0] == 200
+        carol = [Peer(http, url, "carol") for url in urls]
+        for peer in carol:
+            body = (await peer.initialize())[1]
+            refused(body, "legacy sessions", 4)
+            assert body["error"]["data"]["bound"] == "total"
+        assert await bob[1].alive(kept)  # served by the other instance, from the record
+        client = redis.asyncio.Redis.from_url(redis_instance.url)
+        try:
+            assert len(await client.keys("mrtr/session/*")) == 4
+        finally:
+            await client.aclose()
+        # A session deleted on one instance gives its place back on both.
+        headers = {"Mcp-Session-Id": kept, "x-test-user": "bob"}
+        async with http.delete(urls[1], headers=headers) as r:
+            assert r.status == 204
+        assert (await carol[0].initialize())[0] == 200
+        refused((await carol[1].initialize())[1], "legacy sessions", 4)
 
 
 def test_budgets_refuse_impossible_values() -> None:
