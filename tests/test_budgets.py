@@ -17,12 +17,16 @@ import pytest
 import redis.asyncio
 
 from caller_header import caller
-from mrtr import Server, ServerOptions
+from mrtr import RequestContext, Server, ServerOptions
 from mrtr.protocol.errors import INVALID_PARAMS
 from mrtr.server.budgets import BUDGET_EXCEEDED, Budgets
 from mrtr.server.redis_store import RedisBroker, RedisStore
+from mrtr.server.store import MemoryStore
+from mrtr.server.tasks import TaskSettings
+from mrtr.server.tasks import run as task_run
 from mrtr.transport.http_server import StreamableHTTPApp
 from redis_instance import RedisInstance, redis_instance
+from test_tasks_server_app import NAME, HttpPeer
 from transport_flow import serve
 
 LEGACY = "2025-11-25"
@@ -277,6 +281,84 @@ async def test_session_bounds_hold_across_instances_sharing_redis(
             assert r.status == 204
         assert (await carol[0].initialize())[0] == 200
         refused((await carol[1].initialize())[1], "legacy sessions", 4)
+
+
+# --- live tasks ---------------------------------------------------------------------------------
+
+
+class CountingStore(MemoryStore):
+    """A real in-process store that counts its reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    async def get(self, key: str) -> bytes | None:
+        self.reads += 1
+        return await super().get(key)
+
+
+def task_server(store: MemoryStore | None = None, **budgets: Any) -> tuple[Server, asyncio.Event]:
+    gate = asyncio.Event()
+    options = ServerOptions(principal=caller, budgets=Budgets(**budgets))
+    if store is not None:
+        options.store = store
+    server = Server("budget-tasks", options=options)
+
+    @server.tool(task=TaskSettings("optional", start_after=None))
+    async def wait(ctx: RequestContext) -> str:
+        """Become a task, then wait for the gate."""
+        await ctx.run_as_task()
+        await gate.wait()
+        return "done"
+
+    @server.tool(task=TaskSettings("optional", start_after=None))
+    async def ask(ctx: RequestContext) -> str:
+        """Become a task, then ask for a name."""
+        await ctx.run_as_task()
+        answer = await ctx.elicit("Name?", NAME, key="name")
+        return f"hello {(answer.content or {}).get('name')}"
+
+    return server, gate
+
+
+async def test_live_tasks_are_refused_past_their_bounds_none_stopped() -> None:
+    server, gate = task_server(tasks_per_principal=2, tasks=3)
+    async with server.running(), endpoint(server) as (url, http):
+        alice, bob, carol = (HttpPeer(http, url, user) for user in ("alice", "bob", "carol"))
+        call = {"name": "wait", "arguments": {}}
+        mine = [(await alice.result("tools/call", call))["taskId"] for _ in range(2)]
+        refused(await alice.call("tools/call", call), "live tasks", 2)
+        theirs = (await bob.result("tools/call", call))["taskId"]
+        body = await carol.call("tools/call", call)
+        refused(body, "live tasks", 3)
+        assert body["error"]["data"]["bound"] == "total"
+        for peer, task_id in ((alice, mine[0]), (alice, mine[1]), (bob, theirs)):
+            assert (await peer.result("tasks/get", {"taskId": task_id}))["status"] == "working"
+        # A task that ends gives its place back.
+        gate.set()
+        for peer, task_id in ((alice, mine[0]), (alice, mine[1]), (bob, theirs)):
+            await peer.until(task_id, "completed")
+        assert "taskId" in await carol.result("tools/call", call)
+
+
+async def test_a_task_waiting_for_answers_does_not_poll_an_in_process_store(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(task_run, "ANSWER_POLL", 0.005)
+    store = CountingStore()
+    server, _ = task_server(store)
+    async with server.running(), endpoint(server) as (url, http):
+        alice = HttpPeer(http, url, "alice")
+        task_id = (await alice.result("tools/call", {"name": "ask", "arguments": {}}))["taskId"]
+        await alice.until(task_id, "input_required")
+        reads = store.reads
+        await asyncio.sleep(0.1)  # twenty polls' worth
+        assert store.reads == reads
+        answer = {"action": "accept", "content": {"name": "Ada"}}
+        await alice.result("tasks/update", {"taskId": task_id, "inputResponses": {"name": answer}})
+        done = await alice.until(task_id, "completed")
+        assert done["result"]["content"][0]["text"] == "hello Ada"
 
 
 def test_budgets_refuse_impossible_values() -> None:
