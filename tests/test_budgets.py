@@ -18,7 +18,9 @@ import redis.asyncio
 
 from caller_header import caller
 from mrtr import RequestContext, Server, ServerOptions
+from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.errors import INVALID_PARAMS
+from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
 from mrtr.server.budgets import BUDGET_EXCEEDED, Budgets
 from mrtr.server.redis_store import RedisBroker, RedisStore
 from mrtr.server.store import MemoryStore
@@ -26,7 +28,7 @@ from mrtr.server.tasks import TaskSettings
 from mrtr.server.tasks import run as task_run
 from mrtr.transport.http_server import StreamableHTTPApp
 from redis_instance import RedisInstance, redis_instance
-from test_tasks_server_app import NAME, HttpPeer
+from test_tasks_server_app import GUARD, NAME, HttpPeer, request
 from transport_flow import serve
 
 LEGACY = "2025-11-25"
@@ -319,6 +321,15 @@ def task_server(store: MemoryStore | None = None, **budgets: Any) -> tuple[Serve
         answer = await ctx.elicit("Name?", NAME, key="name")
         return f"hello {(answer.content or {}).get('name')}"
 
+    @server.tool(task=TaskSettings("optional", start_after=None))
+    async def chatty(ctx: RequestContext, lines: int) -> str:
+        """Become a task, wait for the gate, then log `lines` lines at once."""
+        await ctx.run_as_task()
+        await gate.wait()
+        for number in range(lines):
+            await ctx.log("info", f"line {number} " + "x" * 100)
+        return "said it all"
+
     return server, gate
 
 
@@ -359,6 +370,59 @@ async def test_a_task_waiting_for_answers_does_not_poll_an_in_process_store(
         await alice.result("tasks/update", {"taskId": task_id, "inputResponses": {"name": answer}})
         done = await alice.until(task_id, "completed")
         assert done["result"]["content"][0]["text"] == "hello Ada"
+
+
+# --- listen stream queues -----------------------------------------------------------------------
+
+
+async def listen(http: aiohttp.ClientSession, url: str, task_id: str) -> AsyncIterator[Any]:
+    """The messages of a `subscriptions/listen` stream following `task_id`."""
+    body = request(500, "subscriptions/listen", {"notifications": {"taskIds": [task_id]}})
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": LATEST_PROTOCOL_VERSION,
+        "Mcp-Method": "subscriptions/listen",
+        "x-test-user": "alice",
+    }
+    async with http.post(url, json=body, headers=headers) as response:
+        assert response.content_type == "text/event-stream"
+        async for raw in response.content:
+            line = raw.decode().strip()
+            if line.startswith("data:"):
+                yield orjson.loads(line[5:])
+
+
+@pytest.mark.parametrize("bound", [{"stream_messages": 5}, {"stream_bytes": 1000}])
+async def test_a_listen_stream_queues_task_messages_within_its_bounds(
+    bound: dict[str, int],
+) -> None:
+    server, gate = task_server(**bound)
+    async with server.running(), endpoint(server) as (url, http):
+        alice = HttpPeer(http, url, "alice")
+        call = request(1, "tools/call", {"name": "chatty", "arguments": {"lines": 50}})
+        call["params"]["_meta"][meta_keys.LOG_LEVEL] = "info"
+        task_id = (await alice.send(call))["result"]["taskId"]
+        received: list[Any] = []
+        async with asyncio.timeout(GUARD):
+            async for message in listen(http, url, task_id):
+                received.append(message)
+                method = message.get("method")
+                if method == "notifications/subscriptions/acknowledged":
+                    gate.set()  # the 50 lines are queued at once, before the stream sends any
+                elif method == "notifications/tasks" and message["params"]["status"] != "working":
+                    break
+        logs = [m for m in received if m.get("method") == "notifications/message"]
+        note, lines = logs[0]["params"], logs[1:]
+        dropped = int(note["data"].split()[0])
+        assert note["level"] == "warning" and "reader fell behind" in note["data"]
+        # The newest lines are kept, within the bound, and the note counts the rest.
+        kept = [int(line["params"]["data"].split()[1]) for line in lines]
+        assert kept == list(range(50 - len(kept), 50)) and dropped + len(kept) == 50
+        if "stream_messages" in bound:
+            assert len(kept) == 5
+        else:
+            assert 0 < sum(len(orjson.dumps(line)) for line in lines) <= 1000
+        assert received[-1]["params"]["status"] == "completed"
 
 
 def test_budgets_refuse_impossible_values() -> None:

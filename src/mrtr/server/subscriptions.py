@@ -10,7 +10,11 @@ the streams that opted in. Rules:
    JSON-RPC id of the `subscriptions/listen` request.
 3. Changes are "look again" signals, so a stream that has not yet sent the last one gets each
    pending change once: memory per stream is bounded by its filter, however fast changes come
-   and however slow the client reads.
+   and however slow the client reads. A task's state is one pending message per task (the
+   newest). A task's log and progress messages each count, so a stream queues at most
+   `max_messages` of them and `max_bytes` of their JSON: past either the oldest are dropped,
+   and before the rest the stream sends a `notifications/message` (level "warning", logger
+   "mrtr") saying how many it dropped.
 4. A stream ends when its request is cancelled (on HTTP, the client closing the response
    stream) or when the server closes the hub; then the request gets its graceful result.
 5. Publishing never waits: it is safe from any code running on the server's event loop.
@@ -35,9 +39,10 @@ the streams that opted in. Rules:
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -136,7 +141,16 @@ class SubscriptionFilter:
 class _Stream:
     """One open listen stream: its filter and the changes it has yet to send."""
 
-    __slots__ = ("closing", "filter", "meta", "pending", "wake")
+    __slots__ = (
+        "closing",
+        "droppable",
+        "droppable_bytes",
+        "dropped",
+        "filter",
+        "meta",
+        "pending",
+        "wake",
+    )
 
     def __init__(self, subscription_id: jsonrpc.RequestId, filter: SubscriptionFilter) -> None:
         self.filter = filter
@@ -144,6 +158,42 @@ class _Stream:
         self.pending: dict[str, dict[str, Any]] = {}
         self.wake = asyncio.Event()
         self.closing = False
+        #: The pending log and progress messages, oldest first, with their sizes (rule 3).
+        self.droppable: deque[tuple[str, int]] = deque()
+        self.droppable_bytes = 0
+        #: How many were dropped since the stream last sent.
+        self.dropped = 0
+
+    def queue(self, key: str, message: dict[str, Any], max_messages: int, max_bytes: int) -> None:
+        """Queue a log or progress message, dropping the oldest past the bounds (rule 3)."""
+        size = len(orjson.dumps(message))
+        self.pending[key] = message
+        self.droppable.append((key, size))
+        self.droppable_bytes += size
+        while self.droppable and (
+            len(self.droppable) > max_messages or self.droppable_bytes > max_bytes
+        ):
+            oldest, oldest_size = self.droppable.popleft()
+            self.droppable_bytes -= oldest_size
+            if self.pending.pop(oldest, None) is not None:
+                self.dropped += 1
+        self.wake.set()
+
+    def take(self) -> list[dict[str, Any]]:
+        """Everything pending, oldest first, after the note of what was dropped."""
+        batch = list(self.pending.values())
+        self.pending.clear()
+        self.droppable.clear()
+        self.droppable_bytes = 0
+        if self.dropped:
+            note = (
+                f"{self.dropped} log and progress notifications of tasks were dropped: this "
+                "stream's reader fell behind"
+            )
+            params = {"level": "warning", "logger": "mrtr", "data": note, "_meta": self.meta}
+            batch.insert(0, jsonrpc.notification("notifications/message", params))
+            self.dropped = 0
+        return batch
 
     def replace(self, key: str, message: dict[str, Any]) -> None:
         """Queue `message` under `key`, replacing one still pending there (a task's state:
@@ -163,8 +213,19 @@ class _Stream:
 class SubscriptionHub:
     """The open `subscriptions/listen` streams of one server (see the rules above)."""
 
-    def __init__(self, broker: Broker | None = None, channel: str = "mrtr/changes") -> None:
-        """`broker` and `channel`: where changes are shared with other instances (rule 7)."""
+    def __init__(
+        self,
+        broker: Broker | None = None,
+        channel: str = "mrtr/changes",
+        *,
+        max_messages: int = 1000,
+        max_bytes: int = 1024 * 1024,
+    ) -> None:
+        """`broker` and `channel`: where changes are shared with other instances (rule 7).
+        `max_messages`, `max_bytes`: the log and progress messages one stream queues (rule 3)."""
+        self.max_messages = max_messages
+        self.max_bytes = max_bytes
+        self._numbers = itertools.count()
         self._streams: set[_Stream] = set()
         self._sessions: set[LegacySession] = set()
         self._sending: set[asyncio.Future[None]] = set()
@@ -319,7 +380,9 @@ class SubscriptionHub:
                 if status:
                     stream.replace("task:" + task_id, sent)
                 else:  # every log line and progress step counts: never merged
-                    stream.replace(f"task-message:{task_id}:{id(sent)}", sent)
+                    # A number, not id(): a dropped message's id may be reused at once.
+                    key = f"task-message:{next(self._numbers)}"
+                    stream.queue(key, sent, self.max_messages, self.max_bytes)
 
     def _deliver_list_changed(self, kind: str) -> None:
         method = _LIST_CHANGED[kind]
@@ -390,9 +453,7 @@ class SubscriptionHub:
                 await stream.wake.wait()
                 stream.wake.clear()
                 while stream.pending and not stream.closing:
-                    batch = list(stream.pending.values())
-                    stream.pending.clear()
-                    for message in batch:
+                    for message in stream.take():
                         await notify(message)
         finally:
             self._streams.discard(stream)
