@@ -425,6 +425,27 @@ async def test_a_listen_stream_queues_task_messages_within_its_bounds(
         assert received[-1]["params"]["status"] == "completed"
 
 
+async def test_a_listen_stream_follows_resources_within_the_subscription_budgets() -> None:
+    server = legacy_server(subscriptions=3, subscription_uri_bytes=100, subscription_bytes=250)
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": LATEST_PROTOCOL_VERSION,
+        "Mcp-Method": "subscriptions/listen",
+    }
+    async with endpoint(server) as (url, http):
+
+        async def listen_to(uris: list[str]) -> Any:
+            filter = {"notifications": {"resourceSubscriptions": uris}}
+            body = request(7, "subscriptions/listen", filter)
+            async with http.post(url, json=body, headers=headers) as response:
+                return orjson.loads(await response.read())
+
+        refused(await listen_to(["file:///" + c for c in "abcd"]), "subscriptions", 3)
+        refused(await listen_to(["file:///" + "a" * 93]), "subscription URI bytes", 100)
+        uris = ["file:///" + c * 90 for c in "abc"]
+        refused(await listen_to(uris), "subscription bytes", 250)
+
+
 def test_budgets_refuse_impossible_values() -> None:
     with pytest.raises(ValueError, match="sessions_per_principal"):
         Budgets(sessions_per_principal=0)

@@ -147,12 +147,8 @@ class Server:
         self._tools_call: Handler = self._methods["tools/call"]
         self._legacy = LegacyMethods(self, self._methods)
         # Changes are shared with the other instances on a channel named for the server.
-        budgets = self.options.budgets
         self._subscriptions = SubscriptionHub(
-            self.options.broker,
-            f"mrtr/changes/{name}",
-            max_messages=budgets.stream_messages,
-            max_bytes=budgets.stream_bytes,
+            self.options.broker, f"mrtr/changes/{name}", budgets=self.options.budgets
         )
         self._lifespan = LifespanRunner(self, lifespan)
         self._middleware: list[Middleware] = []

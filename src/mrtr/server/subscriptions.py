@@ -34,6 +34,9 @@ the streams that opted in. Rules:
 8. The same channel carries "answers arrived" signals of tasks (`task_answered`): another
    instance's signal calls `on_task_answered` with the task id, and a gap calls it with None
    (any task may have been answered meanwhile).
+9. A stream follows at most `Budgets.subscriptions` resources, each URI at most
+   `subscription_uri_bytes` long and all at most `subscription_bytes`, as a legacy session
+   does: a filter past them is refused (-32602, `data.reason` "budget_exceeded").
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ import orjson
 from ..protocol import jsonrpc
 from ..protocol import meta as meta_keys
 from ..protocol.errors import INVALID_REQUEST, McpError, invalid_params
+from .budgets import BUDGET_EXCEEDED, Budgets
 
 if TYPE_CHECKING:
     from .session import LegacySession
@@ -218,13 +222,13 @@ class SubscriptionHub:
         broker: Broker | None = None,
         channel: str = "mrtr/changes",
         *,
-        max_messages: int = 1000,
-        max_bytes: int = 1024 * 1024,
+        budgets: Budgets | None = None,
     ) -> None:
         """`broker` and `channel`: where changes are shared with other instances (rule 7).
-        `max_messages`, `max_bytes`: the log and progress messages one stream queues (rule 3)."""
-        self.max_messages = max_messages
-        self.max_bytes = max_bytes
+        `budgets`: what one stream may follow and queue (rules 3 and 9)."""
+        self.budgets = budgets = budgets if budgets is not None else Budgets()
+        self.max_messages = budgets.stream_messages
+        self.max_bytes = budgets.stream_bytes
         self._numbers = itertools.count()
         self._streams: set[_Stream] = set()
         self._sessions: set[LegacySession] = set()
@@ -425,6 +429,35 @@ class SubscriptionHub:
             stream.closing = True
             stream.wake.set()
 
+    def _check(self, uris: frozenset[str]) -> None:
+        """Rule 9: a stream follows resources within the subscription budgets."""
+        budgets = self.budgets
+        if len(uris) > budgets.subscriptions:
+            raise invalid_params(
+                f"subscriptions/listen: {len(uris)} resources asked for, more than the "
+                f"{budgets.subscriptions} one stream may follow",
+                {"reason": BUDGET_EXCEEDED, "budget": "subscriptions",
+                 "limit": budgets.subscriptions},
+            )  # fmt: skip
+        total = 0
+        for uri in uris:
+            size = len(uri.encode("utf-8", "surrogatepass"))
+            if size > budgets.subscription_uri_bytes:
+                raise invalid_params(
+                    f"subscriptions/listen: a resource URI is {size} bytes long, longer than "
+                    f"the {budgets.subscription_uri_bytes} a stream may follow",
+                    {"reason": BUDGET_EXCEEDED, "budget": "subscription URI bytes",
+                     "limit": budgets.subscription_uri_bytes},
+                )  # fmt: skip
+            total += size
+        if total > budgets.subscription_bytes:
+            raise invalid_params(
+                f"subscriptions/listen: the resource URIs take {total} bytes, more than the "
+                f"{budgets.subscription_bytes} one stream may follow",
+                {"reason": BUDGET_EXCEEDED, "budget": "subscription bytes",
+                 "limit": budgets.subscription_bytes},
+            )  # fmt: skip
+
     async def listen(
         self,
         request_id: jsonrpc.RequestId,
@@ -441,6 +474,7 @@ class SubscriptionHub:
                 "subscriptions/listen needs a transport that streams notifications",
             )
         wanted = SubscriptionFilter.from_params(params)
+        self._check(wanted.resources)
         stream = _Stream(request_id, wanted.honoured(supported, tasks))
         self._streams.add(stream)
         try:
