@@ -23,7 +23,7 @@ from mrtr.protocol.errors import INVALID_PARAMS
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
 from mrtr.server.budgets import BUDGET_EXCEEDED, Budgets
 from mrtr.server.redis_store import RedisBroker, RedisStore
-from mrtr.server.store import MemoryStore
+from mrtr.server.store import Broker, MemoryStore, Store
 from mrtr.server.tasks import TaskSettings
 from mrtr.server.tasks import run as task_run
 from mrtr.transport.http_server import StreamableHTTPApp
@@ -217,30 +217,22 @@ async def test_subscription_uris_are_bounded_in_length_and_in_bytes_per_session(
 @contextlib.asynccontextmanager
 async def redis_pair(
     url: str, **budgets: Any
-) -> AsyncIterator[tuple[list[str], aiohttp.ClientSession]]:
-    """Two instances of one server sharing a real Redis, each on its own loopback port."""
+) -> AsyncIterator[tuple[list[str], aiohttp.ClientSession, list[asyncio.Event]]]:
+    """Two instances of one server sharing a real Redis, each on its own loopback port; the
+    gates their `wait` tools wait on."""
     stores = [RedisStore(url) for _ in range(2)]
     brokers = [RedisBroker(url) for _ in range(2)]
-    apps = []
-    for store, broker in zip(stores, brokers, strict=True):
-        options = ServerOptions(
-            principal=caller, budgets=Budgets(**budgets), store=store, broker=broker
-        )
-        server = Server("budgets", options=options)
-
-        @server.tool()
-        def add(a: int, b: int) -> int:
-            """Add."""
-            return a + b
-
-        apps.append(StreamableHTTPApp(server, max_sessions=4))
+    built = [task_server(stores[i], brokers[i], **budgets) for i in range(2)]
+    apps = [StreamableHTTPApp(server, max_sessions=4) for server, _ in built]
     try:
         async with (
+            built[0][0].running(),
+            built[1][0].running(),
             serve(apps[0]) as first,
             serve(apps[1]) as second,
             aiohttp.ClientSession() as http,
         ):
-            yield [first + "/mcp", second + "/mcp"], http
+            yield [first + "/mcp", second + "/mcp"], http, [gate for _, gate in built]
             for app in apps:
                 app.close()
     finally:
@@ -252,7 +244,7 @@ async def redis_pair(
 async def test_session_bounds_hold_across_instances_sharing_redis(
     redis_instance: RedisInstance,
 ) -> None:
-    async with redis_pair(redis_instance.url, sessions_per_principal=2) as (urls, http):
+    async with redis_pair(redis_instance.url, sessions_per_principal=2) as (urls, http, _):
         # Per principal: mallory's third session is refused whichever instance she asks.
         mallory = [Peer(http, url, "mallory") for url in urls]
         assert (await mallory[0].initialize())[0] == 200
@@ -300,12 +292,19 @@ class CountingStore(MemoryStore):
         return await super().get(key)
 
 
-def task_server(store: MemoryStore | None = None, **budgets: Any) -> tuple[Server, asyncio.Event]:
+def task_server(
+    store: Store | None = None, broker: Broker | None = None, **budgets: Any
+) -> tuple[Server, asyncio.Event]:
     gate = asyncio.Event()
-    options = ServerOptions(principal=caller, budgets=Budgets(**budgets))
+    options = ServerOptions(principal=caller, budgets=Budgets(**budgets), broker=broker)
     if store is not None:
         options.store = store
     server = Server("budget-tasks", options=options)
+
+    @server.tool()
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
 
     @server.tool(task=TaskSettings("optional", start_after=None))
     async def wait(ctx: RequestContext) -> str:
@@ -444,6 +443,31 @@ async def test_a_listen_stream_follows_resources_within_the_subscription_budgets
         refused(await listen_to(["file:///" + "a" * 93]), "subscription URI bytes", 100)
         uris = ["file:///" + c * 90 for c in "abc"]
         refused(await listen_to(uris), "subscription bytes", 250)
+
+
+async def test_live_task_bounds_hold_across_instances_sharing_redis(
+    redis_instance: RedisInstance,
+) -> None:
+    async with redis_pair(redis_instance.url, tasks_per_principal=1, tasks=2) as (
+        urls,
+        http,
+        gates,
+    ):
+        call = {"name": "wait", "arguments": {}}
+        alice = [HttpPeer(http, url, "alice") for url in urls]
+        mine = (await alice[0].result("tools/call", call))["taskId"]
+        refused(await alice[1].call("tools/call", call), "live tasks", 1)
+        bob = [HttpPeer(http, url, "bob") for url in urls]
+        theirs = (await bob[1].result("tools/call", call))["taskId"]
+        body = await HttpPeer(http, urls[0], "carol").call("tools/call", call)
+        refused(body, "live tasks", 2)
+        assert body["error"]["data"]["bound"] == "total"
+        # Alice's task ends on the first instance: her place is free on the second.
+        gates[0].set()
+        await alice[1].until(mine, "completed")
+        assert "taskId" in await alice[1].result("tools/call", call)
+        assert (await bob[0].result("tasks/get", {"taskId": theirs}))["status"] == "working"
+        gates[1].set()
 
 
 def test_budgets_refuse_impossible_values() -> None:
