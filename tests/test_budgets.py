@@ -470,6 +470,58 @@ async def test_live_task_bounds_hold_across_instances_sharing_redis(
         gates[1].set()
 
 
+async def test_listen_streams_are_refused_past_their_bounds_none_closed() -> None:
+    server = legacy_server(streams_per_principal=2, streams=3)
+    body = request(9, "subscriptions/listen", {"notifications": {"toolsListChanged": True}})
+
+    async def open_stream(stack: contextlib.AsyncExitStack, user: str) -> Any:
+        """Open a listen stream as `user`: the open response once acknowledged, else the
+        refusal."""
+        headers = {
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": LATEST_PROTOCOL_VERSION,
+            "Mcp-Method": "subscriptions/listen",
+            "x-test-user": user,
+        }
+        response = await stack.enter_async_context(http.post(url, json=body, headers=headers))
+        if response.content_type != "text/event-stream":
+            return orjson.loads(await response.read())
+        async for raw in response.content:
+            if raw.startswith(b"data:"):
+                assert b"acknowledged" in raw
+                return response
+        raise AssertionError("the stream ended before its acknowledgement")
+
+    async with (
+        server.running(),
+        endpoint(server) as (url, http),
+        contextlib.AsyncExitStack() as stack,
+    ):
+        alices = [await open_stream(stack, "alice") for _ in range(2)]
+        refused(await open_stream(stack, "alice"), "listen streams", 2)
+        bobs = await open_stream(stack, "bob")
+        body_ = await open_stream(stack, "carol")
+        refused(body_, "listen streams", 3)
+        assert body_["error"]["data"]["bound"] == "total"
+        # Everyone's streams are still open: a change reaches each of them.
+        server.notify_tools_changed()
+        for response in (*alices, bobs):
+            async for raw in response.content:
+                if raw.startswith(b"data:"):
+                    assert b"tools/list_changed" in raw
+                    break
+        # A stream closed gives its place back.
+        alices[0].close()
+        # (The server sees the close a moment later: asked again until then.)
+        for _ in range(round(GUARD / 0.01)):
+            reopened = await open_stream(stack, "alice")
+            if not isinstance(reopened, dict):
+                break
+            refused(reopened, "listen streams", 2)
+            await asyncio.sleep(0.01)
+        assert reopened.content_type == "text/event-stream"
+
+
 def test_budgets_refuse_impossible_values() -> None:
     with pytest.raises(ValueError, match="sessions_per_principal"):
         Budgets(sessions_per_principal=0)

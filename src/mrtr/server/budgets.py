@@ -50,7 +50,9 @@ class Budgets:
     and in a shared store alike (at most 64 KiB). `subscriptions`: resources one legacy
     session may follow; `subscription_uri_bytes`: the longest URI it may follow;
     `subscription_bytes`: the URIs' bytes together. `tasks_per_principal` / `tasks`: live
-    (not finished) tasks one principal, and all callers, may have. `stream_messages` /
+    (not finished) tasks one principal, and all callers, may have. `streams_per_principal` /
+    `streams`: `subscriptions/listen` streams one principal, and all callers, may have open
+    on one instance. `stream_messages` /
     `stream_bytes`: task log and progress notifications one `subscriptions/listen` stream
     queues for a reader that fell behind; past either the oldest are dropped, and the stream
     says how many.
@@ -63,6 +65,8 @@ class Budgets:
     subscription_bytes: int = 64 * 1024
     tasks_per_principal: int = 100
     tasks: int = 1000
+    streams_per_principal: int = 32
+    streams: int = 1000
     stream_messages: int = 1000
     stream_bytes: int = 1024 * 1024
 

@@ -37,6 +37,8 @@ the streams that opted in. Rules:
 9. A stream follows at most `Budgets.subscriptions` resources, each URI at most
    `subscription_uri_bytes` long and all at most `subscription_bytes`, as a legacy session
    does: a filter past them is refused (-32602, `data.reason` "budget_exceeded").
+10. A holder (`budgets.holder`) has at most `Budgets.streams_per_principal` streams open here,
+    and the hub at most `Budgets.streams`: a stream past either is refused the same way.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ import orjson
 from ..protocol import jsonrpc
 from ..protocol import meta as meta_keys
 from ..protocol.errors import INVALID_REQUEST, McpError, invalid_params
-from .budgets import BUDGET_EXCEEDED, Budgets
+from .budgets import BUDGET_EXCEEDED, LOCAL_HOLDER, Budgets, refusal
 
 if TYPE_CHECKING:
     from .session import LegacySession
@@ -80,6 +82,7 @@ TASK_STATUS = "notifications/tasks"
 
 Notify = Callable[[dict[str, Any]], Awaitable[None]]
 
+_STREAM_ADVICE: Final = "close one of your subscriptions/listen streams first"
 # Instances whose last sequence number a hub remembers (rule 7): restarts make new ones.
 _KNOWN_ORIGINS: Final = 1024
 
@@ -230,6 +233,8 @@ class SubscriptionHub:
         self.max_messages = budgets.stream_messages
         self.max_bytes = budgets.stream_bytes
         self._numbers = itertools.count()
+        # Open streams by holder (rule 10).
+        self._held: dict[str, int] = {}
         self._streams: set[_Stream] = set()
         self._sessions: set[LegacySession] = set()
         self._sending: set[asyncio.Future[None]] = set()
@@ -465,9 +470,11 @@ class SubscriptionHub:
         notify: Notify | None,
         supported: frozenset[str],
         tasks: frozenset[str] = frozenset(),
+        holder: str = LOCAL_HOLDER,
     ) -> dict[str, Any]:
         """Serve one `subscriptions/listen` request until it is cancelled or the hub closes;
-        returns the graceful-closure result. `tasks`: the task ids the caller may follow."""
+        returns the graceful-closure result. `tasks`: the task ids the caller may follow;
+        `holder`: whom the stream counts against (`budgets.holder`, rule 10)."""
         if notify is None:
             raise McpError(
                 INVALID_REQUEST,
@@ -475,8 +482,16 @@ class SubscriptionHub:
             )
         wanted = SubscriptionFilter.from_params(params)
         self._check(wanted.resources)
+        budgets = self.budgets
+        if self._held.get(holder, 0) >= budgets.streams_per_principal:
+            raise refusal(
+                "listen streams", budgets.streams_per_principal, "principal", _STREAM_ADVICE
+            )
+        if len(self._streams) >= budgets.streams:
+            raise refusal("listen streams", budgets.streams, "total", "retry later")
         stream = _Stream(request_id, wanted.honoured(supported, tasks))
         self._streams.add(stream)
+        self._held[holder] = self._held.get(holder, 0) + 1
         try:
             await notify(
                 jsonrpc.notification(
@@ -491,4 +506,9 @@ class SubscriptionHub:
                         await notify(message)
         finally:
             self._streams.discard(stream)
+            left = self._held[holder] - 1
+            if left:
+                self._held[holder] = left
+            else:
+                del self._held[holder]
         return {"_meta": dict(stream.meta)}
