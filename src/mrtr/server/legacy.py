@@ -216,7 +216,7 @@ class LegacyMethods:
         session.touch()
         server = self._server
         try:
-            self._admit(session, transport_info)
+            self._check_size(session, transport_info)
             admission = session.admission
             if admission is not None:
                 await admission.admit(session, server.options.budgets.sessions_per_principal)
@@ -232,9 +232,10 @@ class LegacyMethods:
             result["instructions"] = server.instructions
         return result
 
-    def _admit(self, session: LegacySession, transport_info: Any) -> None:
-        """What `initialize` leaves behind stays within `Budgets.session_bytes`, measured as
-        the session's record (the same in memory and in a shared store)."""
+    def _check_size(self, session: LegacySession, transport_info: Any) -> None:
+        """Name the session's holder, and keep what `initialize` leaves behind within
+        `Budgets.session_bytes`, measured as the session's record (the same in memory and in a
+        shared store)."""
         budgets = self._server.options.budgets
         session.holder = holder(session.principal, transport_info)
         size = len(orjson.dumps(session.to_record()))
