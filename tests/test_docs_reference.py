@@ -21,6 +21,7 @@ REFERENCE = ROOT / "docs" / "reference"
 OPTION_CLASSES = [
     "mrtr.server.options:ServerOptions",
     "mrtr.server.options:InputRequiredConfig",
+    "mrtr.server.budgets:Budgets",
     "mrtr.client.options:ClientOptions",
     "mrtr.client.options:InputRequiredConfig",
     "mrtr.client.options:TaskOptions",

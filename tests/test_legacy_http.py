@@ -572,16 +572,17 @@ async def test_delete_fails_what_waits_on_the_client(server: Server, probe: Prob
 # --- bounds -----------------------------------------------------------------------------------
 
 
-async def test_sessions_past_the_bound_end_the_least_recently_used(server: Server) -> None:
+async def test_sessions_past_the_bound_are_refused_none_ended(server: Server) -> None:
     async with endpoint(server, max_sessions=2) as (client, app):
         ids = []
-        for _ in range(3):
+        for _ in range(2):
             await client.initialize()
             ids.append(client.session_id)
+        client.session_id = None
+        status, _, body = await client.send("initialize", {"protocolVersion": LEGACY})
+        assert status == 400 and "Too many legacy sessions" in body["error"]["message"]
         assert len(app.sessions.store) == 2
-        client.session_id = ids[0]
-        assert (await client.send("tools/list"))[0] == 404
-        for kept in ids[1:]:
+        for kept in ids:
             client.session_id = kept
             assert (await client.send("tools/list"))[0] == 200
 

@@ -29,6 +29,8 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from ..protocol import jsonrpc
 from ..protocol import meta as meta_keys
 from ..protocol.errors import (
@@ -38,6 +40,7 @@ from ..protocol.errors import (
     method_not_found,
 )
 from ..protocol.versions import LATEST_LEGACY_PROTOCOL_VERSION, LEGACY_PROTOCOL_VERSIONS
+from .budgets import BUDGET_EXCEEDED, holder
 from .context import NotifySink, RequestContext
 
 if TYPE_CHECKING:
@@ -59,8 +62,8 @@ SHARED_METHODS = (
     "resources/read",
     "completion/complete",
 )
-#: Resources one session may follow at once (a template can match endlessly many URIs, and
-#: what a session keeps must stay bounded).
+#: Resources one session may follow at once by default (a template can match endlessly many
+#: URIs, and what a session keeps must stay bounded): `Budgets.subscriptions` sets it.
 MAX_SUBSCRIPTIONS = 1024
 #: Requests that change what the session set up (on several instances, its shared record).
 SESSION_CHANGES = frozenset(("logging/setLevel", "resources/subscribe", "resources/unsubscribe"))
@@ -128,7 +131,7 @@ class LegacyMethods:
         `ctx` is the request's context when the server's middleware already made it.
         """
         if method == "initialize":
-            return self._initialize(params, session)
+            return await self._initialize(params, session, transport_info)
         version = session.protocol_version
         if version is None:
             if method == "ping":
@@ -184,7 +187,9 @@ class LegacyMethods:
 
     # --- lifecycle and utilities -----------------------------------------------------------
 
-    def _initialize(self, params: dict[str, Any], session: LegacySession) -> dict[str, Any]:
+    async def _initialize(
+        self, params: dict[str, Any], session: LegacySession, transport_info: Any
+    ) -> dict[str, Any]:
         if session.negotiated:
             raise McpError(
                 INVALID_REQUEST,
@@ -210,6 +215,14 @@ class LegacyMethods:
         session.client_info = client_info
         session.touch()
         server = self._server
+        try:
+            self._check_size(session, transport_info)
+            admission = session.admission
+            if admission is not None:
+                await admission.admit(session, server.options.budgets.sessions_per_principal)
+        except BaseException:
+            session.protocol_version = None  # refused: the session was never negotiated
+            raise
         result: dict[str, Any] = {
             "protocolVersion": version,
             "capabilities": self.capabilities(version),
@@ -218,6 +231,21 @@ class LegacyMethods:
         if server.instructions:
             result["instructions"] = server.instructions
         return result
+
+    def _check_size(self, session: LegacySession, transport_info: Any) -> None:
+        """Name the session's holder, and keep what `initialize` leaves behind within
+        `Budgets.session_bytes`, measured as the session's record (the same in memory and in a
+        shared store)."""
+        budgets = self._server.options.budgets
+        session.holder = holder(session.principal, transport_info)
+        size = len(orjson.dumps(session.to_record()))
+        if size > budgets.session_bytes:
+            raise invalid_params(
+                "initialize: clientInfo and capabilities are too large to keep for a session "
+                f"({size} bytes of JSON, at most {budgets.session_bytes}); send less",
+                {"reason": BUDGET_EXCEEDED, "budget": "session bytes",
+                 "limit": budgets.session_bytes},
+            )  # fmt: skip
 
     def _ping(self, params: dict[str, Any], session: LegacySession) -> dict[str, Any]:
         return {}
@@ -233,13 +261,35 @@ class LegacyMethods:
 
     def _subscribe(self, params: dict[str, Any], session: LegacySession) -> dict[str, Any]:
         uri = self._uri(params, "resources/subscribe")
-        if not self._server.has_resource(uri):
-            raise invalid_params(f"Resource not found: {uri}", {"uri": uri})
-        if uri not in session.subscriptions and len(session.subscriptions) >= MAX_SUBSCRIPTIONS:
+        budgets = self._server.options.budgets
+        size = len(uri.encode("utf-8", "surrogatepass"))
+        if size > budgets.subscription_uri_bytes:
             raise invalid_params(
-                f"resources/subscribe: this session already follows {MAX_SUBSCRIPTIONS} "
-                "resources, the most one may; unsubscribe from one first"
-            )
+                f"resources/subscribe: the URI is {size} bytes long, longer than the "
+                f"{budgets.subscription_uri_bytes} a session may follow",
+                {"reason": BUDGET_EXCEEDED, "budget": "subscription URI bytes",
+                 "limit": budgets.subscription_uri_bytes},
+            )  # fmt: skip
+        if not self._server.has_resource(uri):
+            raise invalid_params(f"Resource not found: {uri[:200]}", {"uri": uri})
+        if uri in session.subscriptions:
+            return {}
+        if len(session.subscriptions) >= budgets.subscriptions:
+            raise invalid_params(
+                f"resources/subscribe: this session already follows {budgets.subscriptions} "
+                "resources, the most one may; unsubscribe from one first",
+                {"reason": BUDGET_EXCEEDED, "budget": "subscriptions",
+                 "limit": budgets.subscriptions},
+            )  # fmt: skip
+        held = sum(len(u.encode("utf-8", "surrogatepass")) for u in session.subscriptions)
+        if held + size > budgets.subscription_bytes:
+            raise invalid_params(
+                f"resources/subscribe: this session's subscriptions would take {held + size} "
+                f"bytes of URIs, past the {budgets.subscription_bytes} one may; unsubscribe "
+                "from one first",
+                {"reason": BUDGET_EXCEEDED, "budget": "subscription bytes",
+                 "limit": budgets.subscription_bytes},
+            )  # fmt: skip
         session.subscriptions.add(uri)
         return {}
 

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from .budgets import Budgets
 from .request_state import check_secrets
 from .store import Broker, MemoryStore, Store
 from .worker_threads import default_workers
@@ -136,6 +137,9 @@ class ServerOptions:
     `on_duplicate`: registering a second tool, prompt, resource or template under a name (or
     URI) already taken: `"warn"` (logged, then replaced), `"error"` (`ValueError`) or
     `"replace"` (silently).
+    `budgets`: the bounds on what callers can make the server hold (`Budgets`: legacy
+    sessions per principal and their size, subscriptions, live tasks, listen stream queues);
+    past one a caller is refused, never someone else's state given up.
     """
 
     InputRequiredConfig: ClassVar[type[_Config]] = InputRequiredConfig
@@ -160,6 +164,7 @@ class ServerOptions:
     max_outcome_bytes: int = 256 * 1024
     broker: Broker | None = None
     auth: AuthSettings | None = None
+    budgets: Budgets = field(default_factory=Budgets)
 
     def __post_init__(self) -> None:
         if self.request_state_key is not None:
@@ -189,6 +194,11 @@ class ServerOptions:
                 )
             if self.principal is None:
                 self.principal = token_principal
+        if not isinstance(self.budgets, Budgets):
+            raise ValueError(
+                "ServerOptions.budgets must be an mrtr.server.budgets.Budgets, not "
+                f"{type(self.budgets).__name__}"
+            )
         _positive_int("ServerOptions", "max_outcome_bytes", self.max_outcome_bytes)
         _positive_int("ServerOptions", "max_state_bytes", self.max_state_bytes)
         _positive_int("ServerOptions", "page_size", self.page_size)

@@ -26,7 +26,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
@@ -204,6 +204,12 @@ class RedisStore:
     async def delete(self, key: str) -> None:
         """See `Store.delete`."""
         await self._run("DEL", self._client.delete(self.prefix + key))
+
+    async def script(self, source: str, keys: list[str], args: list[str | int]) -> Any:
+        """Run the Lua `source` atomically on `keys` (under `prefix`) with `args`: what counts
+        held things across instances (`budgets.RedisTally`) needs more than one command."""
+        keys = [self.prefix + key for key in keys]
+        return await self._run("EVAL", self._client.eval(source, len(keys), *keys, *args))
 
     async def ping(self) -> None:
         """Check that Redis answers (an `McpError` when it does not)."""

@@ -38,6 +38,7 @@ from ..protocol.tasks import TASK_IDS_FILTER, TaskSupport, missing_tasks_capabil
 from ..protocol.types import Icon, Implementation, ToolAnnotations
 from ..protocol.versions import SUPPORTED_PROTOCOL_VERSIONS
 from ..settings import http_options, server_options
+from .budgets import holder
 from .context import NotifySink, RequestContext
 from .legacy import LegacyMethods
 from .lifespan import Lifespan, LifespanRunner
@@ -147,7 +148,9 @@ class Server:
         self._tools_call: Handler = self._methods["tools/call"]
         self._legacy = LegacyMethods(self, self._methods)
         # Changes are shared with the other instances on a channel named for the server.
-        self._subscriptions = SubscriptionHub(self.options.broker, f"mrtr/changes/{name}")
+        self._subscriptions = SubscriptionHub(
+            self.options.broker, f"mrtr/changes/{name}", budgets=self.options.budgets
+        )
         self._lifespan = LifespanRunner(self, lifespan)
         self._middleware: list[Middleware] = []
         # The composed middleware, or None: a server without any takes its direct path.
@@ -800,8 +803,15 @@ class Server:
                 raise missing_tasks_capability("subscriptions/listen with taskIds")
             if isinstance(task_ids, list):
                 tasks = await self._tasks.visible_ids(ctx, task_ids)
+        resolver = self.options.principal
+        principal = resolver(ctx.transport_info) if resolver is not None else None
         return await self._subscriptions.listen(
-            ctx.request_id, ctx.params, ctx._notify, frozenset(supported), tasks
+            ctx.request_id,
+            ctx.params,
+            ctx._notify,
+            frozenset(supported),
+            tasks,
+            holder(principal, ctx.transport_info),
         )
 
     async def _discover(self, ctx: RequestContext) -> dict[str, Any]:

@@ -35,6 +35,7 @@ import orjson
 from ..protocol import jsonrpc
 from ..protocol.errors import CONNECTION_CLOSED, REQUEST_TIMEOUT, McpError
 from ..protocol.versions import LEGACY_PROTOCOL_VERSIONS
+from .budgets import refusal, tally_for
 from .store import Store
 
 logger = logging.getLogger("mrtr.server")
@@ -65,6 +66,11 @@ class LegacySession:
         self.send = send
         #: Who opened the session (`ServerOptions.principal`), when known: only they may use it.
         self.principal: str | None = None
+        #: Whom the session counts against (`budgets.holder`), once `initialize` admitted it.
+        self.holder: str | None = None
+        #: Where `initialize` asks for a place for the session (the transport's store, or the
+        #: shared records); None: the transport bounds sessions itself (one per connection).
+        self.admission: SessionAdmission | None = None
         #: Set by the server when it answers `initialize`.
         self.protocol_version: str | None = None
         self.client_capabilities: dict[str, Any] = {}
@@ -184,6 +190,7 @@ class LegacySession:
             "l": self.log_level,
             "s": sorted(self.subscriptions),
             "p": self.principal,
+            "h": self.holder,
             "t": time.time(),
         }
 
@@ -196,6 +203,17 @@ class LegacySession:
         self.log_level = record["l"]
         self.subscriptions = set(record["s"])
         self.principal = record["p"]
+        holder = record.get("h")
+        self.holder = holder if isinstance(holder, str) else None
+
+
+class SessionAdmission(Protocol):
+    """Decides whether a new session may be kept (budgets: per principal, and in all)."""
+
+    async def admit(self, session: LegacySession, per_holder: int) -> None:
+        """Hold a place for `session` (its `holder` set), or raise `McpError` naming the bound
+        it would pass; nobody else's session is ever ended to make room."""
+        ...
 
 
 class SessionStore(Protocol):
@@ -205,7 +223,7 @@ class SessionStore(Protocol):
         """The live session named `session_id`, or None (unknown, ended or expired)."""
 
     def add(self, session: LegacySession) -> None:
-        """Keep a new session (may end the least recently used one past the bound)."""
+        """Keep a new session (one `admit` made room for: `add` never ends another)."""
 
     def remove(self, session_id: str) -> LegacySession | None:
         """Forget a session (and close it); the session, if there was one."""
@@ -215,11 +233,12 @@ class SessionStore(Protocol):
 
 
 class MemorySessionStore:
-    """Sessions of one process, with idle expiry and a bound on their number.
+    """Sessions of one process, with idle expiry and bounds on their number.
 
-    `idle_timeout` seconds without use end a session (0 = never); past `max_sessions` the least
-    recently used one ends when a new one is added. An ended session is closed, so what waits
-    on its client fails instead of hanging.
+    `idle_timeout` seconds without use end a session (0 = never). `admit` refuses a new
+    session past `max_sessions` in all, or past its holder's own bound; no live session is
+    ever ended to make room. An ended session is closed, so what waits on its client fails
+    instead of hanging.
     """
 
     def __init__(self, idle_timeout: float = 3600.0, max_sessions: int = 10_000) -> None:
@@ -228,6 +247,27 @@ class MemorySessionStore:
         self.idle_timeout = idle_timeout
         self.max_sessions = max_sessions
         self._sessions: dict[str, LegacySession] = {}
+        # Places `admit` gave sessions not added yet (their `initialize` is being answered):
+        # id -> (holder, monotonic time). One never added is given up after `_RESERVED_FOR`.
+        self._reserved: dict[str, tuple[str | None, float]] = {}
+        self._held: dict[str | None, int] = {}
+
+    async def admit(self, session: LegacySession, per_holder: int) -> None:
+        """See `SessionAdmission.admit`."""
+        self._sweep()
+        now = time.monotonic()
+        if self._reserved:
+            self._reserved = {
+                key: (who, at) for key, (who, at) in self._reserved.items()
+                if now - at < _RESERVED_FOR
+            }  # fmt: skip
+        who = session.holder
+        held = self._held.get(who, 0) + sum(1 for h, _ in self._reserved.values() if h == who)
+        if held >= per_holder:
+            raise refusal("legacy sessions", per_holder, "principal", _SESSION_ADVICE)
+        if len(self._sessions) + len(self._reserved) >= self.max_sessions:
+            raise refusal("legacy sessions", self.max_sessions, "total", _SESSION_RETRY)
+        self._reserved[session.id] = (who, now)
 
     def get(self, session_id: str) -> LegacySession | None:
         """See `SessionStore.get`."""
@@ -243,15 +283,20 @@ class MemorySessionStore:
     def add(self, session: LegacySession) -> None:
         """See `SessionStore.add`."""
         self._sweep()
-        while len(self._sessions) >= self.max_sessions:
-            oldest = min(self._sessions.values(), key=lambda s: s.last_used)
-            self.remove(oldest.id)
+        self._reserved.pop(session.id, None)
+        if session.id not in self._sessions:
+            self._held[session.holder] = self._held.get(session.holder, 0) + 1
         self._sessions[session.id] = session
 
     def remove(self, session_id: str) -> LegacySession | None:
         """See `SessionStore.remove`."""
         session = self._sessions.pop(session_id, None)
         if session is not None:
+            left = self._held.get(session.holder, 0) - 1
+            if left > 0:
+                self._held[session.holder] = left
+            else:
+                self._held.pop(session.holder, None)
             session.close()
         return session
 
@@ -272,6 +317,13 @@ class MemorySessionStore:
             self.remove(session.id)
 
 
+# Seconds a place `admit` gave stays held for a session whose `initialize` never completed.
+_RESERVED_FOR: Final = 60.0
+_SESSION_ADVICE: Final = (
+    "end a session no longer used (HTTP DELETE with its Mcp-Session-Id) or wait until an idle "
+    "one expires, then send initialize again"
+)
+_SESSION_RETRY: Final = "retry later, when sessions have ended or expired"
 #: Seconds a session's record lives when sessions never idle out (`idle_timeout` 0): a
 #: store entry needs a finite lifetime, and a month of silence ends any real session.
 NEVER_IDLE_RECORD_TTL: Final = 30 * 86_400.0
@@ -311,12 +363,29 @@ class SessionRecords:
     seconds to push that back. Store failures raise `McpError` (the store's own).
     """
 
-    __slots__ = ("refresh_every", "store", "ttl")
+    __slots__ = ("max_sessions", "refresh_every", "store", "tally", "ttl")
 
-    def __init__(self, store: Store, idle_timeout: float) -> None:
+    def __init__(self, store: Store, idle_timeout: float, max_sessions: int = 10_000) -> None:
+        """`max_sessions`: the sessions all instances sharing `store` keep at most (with a
+        Redis store; with another kind, each instance counts its own)."""
         self.store = store
         self.ttl = idle_timeout if idle_timeout > 0 else NEVER_IDLE_RECORD_TTL
         self.refresh_every = min(REFRESH_EVERY, self.ttl / 4)
+        self.max_sessions = max_sessions
+        #: Counts the sessions of every holder across the instances, with the records' expiry.
+        self.tally = tally_for(store)
+
+    async def admit(self, session: LegacySession, per_holder: int) -> None:
+        """See `SessionAdmission.admit`: the place lives as long as the record, renewed with
+        it, and is given back when the session is deleted."""
+        who = session.holder or ""
+        bound = await self.tally.claim(
+            "sessions", who, session_digest(session.id), self.ttl, per_holder, self.max_sessions
+        )
+        if bound == "principal":
+            raise refusal("legacy sessions", per_holder, bound, _SESSION_ADVICE)
+        if bound == "total":
+            raise refusal("legacy sessions", self.max_sessions, bound, _SESSION_RETRY)
 
     @staticmethod
     def key(session_id: str) -> str:
@@ -348,11 +417,19 @@ class SessionRecords:
         """Write the session's record (pushing its expiry back); the record written."""
         record = session.to_record()
         await self.store.set(self.key(session.id), orjson.dumps(record), self.ttl)
+        digest = session_digest(session.id)
+        await self.tally.renew("sessions", session.holder or "", digest, self.ttl)
         return record
 
     async def delete(self, session_id: str) -> None:
-        """Remove a session's record (DELETE): every instance answers 404 for it from now on."""
+        """Remove a session's record (DELETE): every instance answers 404 for it from now on,
+        and its holder has its place back."""
+        record = await self.load(session_id)
         await self.store.delete(self.key(session_id))
+        if record is not None:
+            holder = record.get("h")
+            who = holder if isinstance(holder, str) else ""
+            await self.tally.release("sessions", who, session_digest(session_id))
 
     def stale(self, record: dict[str, Any]) -> bool:
         """Whether a record in use should be rewritten to push its expiry back."""
@@ -403,6 +480,7 @@ __all__ = [
     "REFRESH_EVERY",
     "LegacySession",
     "MemorySessionStore",
+    "SessionAdmission",
     "SessionRecords",
     "SessionStore",
     "session_digest",

@@ -10,7 +10,11 @@ the streams that opted in. Rules:
    JSON-RPC id of the `subscriptions/listen` request.
 3. Changes are "look again" signals, so a stream that has not yet sent the last one gets each
    pending change once: memory per stream is bounded by its filter, however fast changes come
-   and however slow the client reads.
+   and however slow the client reads. A task's state is one pending message per task (the
+   newest). A task's log and progress messages each count, so a stream queues at most
+   `max_messages` of them and `max_bytes` of their JSON: past either the oldest are dropped,
+   and before the rest the stream sends a `notifications/message` (level "warning", logger
+   "mrtr") saying how many it dropped.
 4. A stream ends when its request is cancelled (on HTTP, the client closing the response
    stream) or when the server closes the hub; then the request gets its graceful result.
 5. Publishing never waits: it is safe from any code running on the server's event loop.
@@ -30,14 +34,20 @@ the streams that opted in. Rules:
 8. The same channel carries "answers arrived" signals of tasks (`task_answered`): another
    instance's signal calls `on_task_answered` with the task id, and a gap calls it with None
    (any task may have been answered meanwhile).
+9. A stream follows at most `Budgets.subscriptions` resources, each URI at most
+   `subscription_uri_bytes` long and all at most `subscription_bytes`, as a legacy session
+   does: a filter past them is refused (-32602, `data.reason` "budget_exceeded").
+10. A holder (`budgets.holder`) has at most `Budgets.streams_per_principal` streams open here,
+    and the hub at most `Budgets.streams`: a stream past either is refused the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -47,6 +57,7 @@ import orjson
 from ..protocol import jsonrpc
 from ..protocol import meta as meta_keys
 from ..protocol.errors import INVALID_REQUEST, McpError, invalid_params
+from .budgets import BUDGET_EXCEEDED, LOCAL_HOLDER, Budgets, refusal
 
 if TYPE_CHECKING:
     from .session import LegacySession
@@ -71,6 +82,7 @@ TASK_STATUS = "notifications/tasks"
 
 Notify = Callable[[dict[str, Any]], Awaitable[None]]
 
+_STREAM_ADVICE: Final = "close one of your subscriptions/listen streams first"
 # Instances whose last sequence number a hub remembers (rule 7): restarts make new ones.
 _KNOWN_ORIGINS: Final = 1024
 
@@ -136,7 +148,16 @@ class SubscriptionFilter:
 class _Stream:
     """One open listen stream: its filter and the changes it has yet to send."""
 
-    __slots__ = ("closing", "filter", "meta", "pending", "wake")
+    __slots__ = (
+        "closing",
+        "droppable",
+        "droppable_bytes",
+        "dropped",
+        "filter",
+        "meta",
+        "pending",
+        "wake",
+    )
 
     def __init__(self, subscription_id: jsonrpc.RequestId, filter: SubscriptionFilter) -> None:
         self.filter = filter
@@ -144,6 +165,42 @@ class _Stream:
         self.pending: dict[str, dict[str, Any]] = {}
         self.wake = asyncio.Event()
         self.closing = False
+        #: The pending log and progress messages, oldest first, with their sizes (rule 3).
+        self.droppable: deque[tuple[str, int]] = deque()
+        self.droppable_bytes = 0
+        #: How many were dropped since the stream last sent.
+        self.dropped = 0
+
+    def queue(self, key: str, message: dict[str, Any], max_messages: int, max_bytes: int) -> None:
+        """Queue a log or progress message, dropping the oldest past the bounds (rule 3)."""
+        size = len(orjson.dumps(message))
+        self.pending[key] = message
+        self.droppable.append((key, size))
+        self.droppable_bytes += size
+        while self.droppable and (
+            len(self.droppable) > max_messages or self.droppable_bytes > max_bytes
+        ):
+            oldest, oldest_size = self.droppable.popleft()
+            self.droppable_bytes -= oldest_size
+            if self.pending.pop(oldest, None) is not None:
+                self.dropped += 1
+        self.wake.set()
+
+    def take(self) -> list[dict[str, Any]]:
+        """Everything pending, oldest first, after the note of what was dropped."""
+        batch = list(self.pending.values())
+        self.pending.clear()
+        self.droppable.clear()
+        self.droppable_bytes = 0
+        if self.dropped:
+            note = (
+                f"{self.dropped} log and progress notifications of tasks were dropped: this "
+                "stream's reader fell behind"
+            )
+            params = {"level": "warning", "logger": "mrtr", "data": note, "_meta": self.meta}
+            batch.insert(0, jsonrpc.notification("notifications/message", params))
+            self.dropped = 0
+        return batch
 
     def replace(self, key: str, message: dict[str, Any]) -> None:
         """Queue `message` under `key`, replacing one still pending there (a task's state:
@@ -163,8 +220,21 @@ class _Stream:
 class SubscriptionHub:
     """The open `subscriptions/listen` streams of one server (see the rules above)."""
 
-    def __init__(self, broker: Broker | None = None, channel: str = "mrtr/changes") -> None:
-        """`broker` and `channel`: where changes are shared with other instances (rule 7)."""
+    def __init__(
+        self,
+        broker: Broker | None = None,
+        channel: str = "mrtr/changes",
+        *,
+        budgets: Budgets | None = None,
+    ) -> None:
+        """`broker` and `channel`: where changes are shared with other instances (rule 7).
+        `budgets`: what one stream may follow and queue (rules 3 and 9)."""
+        self.budgets = budgets = budgets if budgets is not None else Budgets()
+        self.max_messages = budgets.stream_messages
+        self.max_bytes = budgets.stream_bytes
+        self._numbers = itertools.count()
+        # Open streams by holder (rule 10).
+        self._held: dict[str, int] = {}
         self._streams: set[_Stream] = set()
         self._sessions: set[LegacySession] = set()
         self._sending: set[asyncio.Future[None]] = set()
@@ -319,7 +389,9 @@ class SubscriptionHub:
                 if status:
                     stream.replace("task:" + task_id, sent)
                 else:  # every log line and progress step counts: never merged
-                    stream.replace(f"task-message:{task_id}:{id(sent)}", sent)
+                    # A number, not id(): a dropped message's id may be reused at once.
+                    key = f"task-message:{next(self._numbers)}"
+                    stream.queue(key, sent, self.max_messages, self.max_bytes)
 
     def _deliver_list_changed(self, kind: str) -> None:
         method = _LIST_CHANGED[kind]
@@ -362,6 +434,35 @@ class SubscriptionHub:
             stream.closing = True
             stream.wake.set()
 
+    def _check(self, uris: frozenset[str]) -> None:
+        """Rule 9: a stream follows resources within the subscription budgets."""
+        budgets = self.budgets
+        if len(uris) > budgets.subscriptions:
+            raise invalid_params(
+                f"subscriptions/listen: {len(uris)} resources asked for, more than the "
+                f"{budgets.subscriptions} one stream may follow",
+                {"reason": BUDGET_EXCEEDED, "budget": "subscriptions",
+                 "limit": budgets.subscriptions},
+            )  # fmt: skip
+        total = 0
+        for uri in uris:
+            size = len(uri.encode("utf-8", "surrogatepass"))
+            if size > budgets.subscription_uri_bytes:
+                raise invalid_params(
+                    f"subscriptions/listen: a resource URI is {size} bytes long, longer than "
+                    f"the {budgets.subscription_uri_bytes} a stream may follow",
+                    {"reason": BUDGET_EXCEEDED, "budget": "subscription URI bytes",
+                     "limit": budgets.subscription_uri_bytes},
+                )  # fmt: skip
+            total += size
+        if total > budgets.subscription_bytes:
+            raise invalid_params(
+                f"subscriptions/listen: the resource URIs take {total} bytes, more than the "
+                f"{budgets.subscription_bytes} one stream may follow",
+                {"reason": BUDGET_EXCEEDED, "budget": "subscription bytes",
+                 "limit": budgets.subscription_bytes},
+            )  # fmt: skip
+
     async def listen(
         self,
         request_id: jsonrpc.RequestId,
@@ -369,17 +470,28 @@ class SubscriptionHub:
         notify: Notify | None,
         supported: frozenset[str],
         tasks: frozenset[str] = frozenset(),
+        holder: str = LOCAL_HOLDER,
     ) -> dict[str, Any]:
         """Serve one `subscriptions/listen` request until it is cancelled or the hub closes;
-        returns the graceful-closure result. `tasks`: the task ids the caller may follow."""
+        returns the graceful-closure result. `tasks`: the task ids the caller may follow;
+        `holder`: whom the stream counts against (`budgets.holder`, rule 10)."""
         if notify is None:
             raise McpError(
                 INVALID_REQUEST,
                 "subscriptions/listen needs a transport that streams notifications",
             )
         wanted = SubscriptionFilter.from_params(params)
+        self._check(wanted.resources)
+        budgets = self.budgets
+        if self._held.get(holder, 0) >= budgets.streams_per_principal:
+            raise refusal(
+                "listen streams", budgets.streams_per_principal, "principal", _STREAM_ADVICE
+            )
+        if len(self._streams) >= budgets.streams:
+            raise refusal("listen streams", budgets.streams, "total", "retry later")
         stream = _Stream(request_id, wanted.honoured(supported, tasks))
         self._streams.add(stream)
+        self._held[holder] = self._held.get(holder, 0) + 1
         try:
             await notify(
                 jsonrpc.notification(
@@ -390,10 +502,13 @@ class SubscriptionHub:
                 await stream.wake.wait()
                 stream.wake.clear()
                 while stream.pending and not stream.closing:
-                    batch = list(stream.pending.values())
-                    stream.pending.clear()
-                    for message in batch:
+                    for message in stream.take():
                         await notify(message)
         finally:
             self._streams.discard(stream)
+            left = self._held[holder] - 1
+            if left:
+                self._held[holder] = left
+            else:
+                del self._held[holder]
         return {"_meta": dict(stream.meta)}

@@ -206,7 +206,7 @@ class LegacySessions:
         self.records: SessionRecords | None = None
         self._broker: Broker | None = None
         if options.store is not None and options.broker is not None:
-            self.records = SessionRecords(options.store, idle_timeout)
+            self.records = SessionRecords(options.store, idle_timeout, max_sessions)
             self._broker = options.broker
         #: Names this instance in server request ids and broker messages.
         self.instance = secrets.token_hex(6)
@@ -259,6 +259,7 @@ class LegacySessions:
         """Answer a POSTed `initialize` without a session id."""
         session = LegacySession(request_prefix=self._prefix)
         session.principal = self._principal(scope)
+        session.admission = self.records or self.store
         records = self.records
         channel = _Channel(session, self.buffer_bytes, first_stream=self._first_stream)
         response = await self.server.handle_request(message, None, scope, session)

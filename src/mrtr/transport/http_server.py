@@ -176,8 +176,8 @@ class StreamableHTTPApp:
     comments on quiet `subscriptions/listen` streams and legacy SSE streams (0 = none).
 
     Legacy (`initialize`-based) sessions, served on the same endpoint (`http_legacy.py`):
-    `session_idle_timeout` seconds without use end one (0 = never); past `max_sessions` the
-    least recently used ends; `session_buffer_bytes` bounds the events each keeps for
+    `session_idle_timeout` seconds without use end one (0 = never); past `max_sessions` a new
+    one is refused, none ended; `session_buffer_bytes` bounds the events each keeps for
     redelivery; `sse_retry` is the seconds a client waits before it resumes a stream the server
     ended early.
     """

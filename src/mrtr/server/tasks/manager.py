@@ -24,6 +24,10 @@ answers for any task. Rules:
    streams that asked for its id (the caller's own tasks only), on every instance sharing the
    broker, and a new stream first gets each task's current state; its logs and progress reach
    the same streams.
+7. A task holds a place among its caller's live tasks and all live tasks
+   (`Budgets.tasks_per_principal`, `Budgets.tasks`) from its creation to its end; a call that
+   would pass either is refused (-32602, `data.reason` "budget_exceeded"), never another task
+   stopped. The caller is the task's owner, or its remote address when it has none.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from ...protocol import jsonrpc
 from ...protocol import tasks as wire
 from ...protocol.errors import INTERNAL_ERROR, McpError, invalid_params
+from ..budgets import Tally, holder, refusal, tally_for
 from ..input_bounds import check_responses
 from ..replay import validate_answer
 from ..store import MemoryStore
@@ -64,6 +69,8 @@ class TaskManager:
         #: The tasks this instance runs, by id.
         self.runs: dict[str, TaskRun] = {}
         self._store: TaskStore | None = None
+        self._tally: Tally | None = None
+        self._holders: dict[str, str] = {}
         self._background: set[asyncio.Task[Any]] = set()
         server._subscriptions.on_task_answered = self._answered_elsewhere
 
@@ -77,6 +84,49 @@ class TaskManager:
                 store if store is not None else MemoryStore(), f"mrtr/task/{self.server.name}/"
             )
         return self._store
+
+    @property
+    def tally(self) -> Tally:
+        """Counts live tasks by holder and in all: in Redis with a Redis store (every instance
+        sharing it), in this process otherwise."""
+        if self._tally is None:
+            self._tally = tally_for(self.server.options.store)
+        return self._tally
+
+    async def claim(self, ctx: RequestContext, record: TaskRecord) -> McpError | None:
+        """Take a place for a new task among live tasks (its holder's and all), or the refusal
+        to answer when there is none (rule 7)."""
+        budgets = self.server.options.budgets
+        who = holder(record.owner, ctx.transport_info)
+        bound = await self.tally.claim(
+            "tasks",
+            who,
+            record.task_id,
+            record.ttl_ms / 1000,
+            budgets.tasks_per_principal,
+            budgets.tasks,
+        )
+        if bound is None:
+            self._holders[record.task_id] = who
+            return None
+        limit = budgets.tasks_per_principal if bound == "principal" else budgets.tasks
+        advice = (
+            "wait for one of yours to finish, or cancel one (tasks/cancel)"
+            if bound == "principal"
+            else "retry later"
+        )
+        return refusal("live tasks", limit, bound, advice)
+
+    async def unclaim(self, record: TaskRecord) -> None:
+        """Give a task's place back (it ended, or was never stored)."""
+        who = self._holders.pop(record.task_id, None)
+        if who is None:
+            return
+        try:
+            await self.tally.release("tasks", who, record.task_id)
+        except Exception:
+            # Counted until the task's own expiry: the tally's entry lives no longer.
+            logger.warning("task %s: could not give its place back", record.task_id[:8])
 
     def methods(self) -> dict[str, Callable[[RequestContext], Awaitable[dict[str, Any]]]]:
         """The request handlers the extension adds."""

@@ -5,14 +5,19 @@ the request can answer before the handler finishes. It becomes a task at the fir
 handler calling `await ctx.run_as_task()`, or the manager deciding so (`start_after`). Then:
 
 1. The record is stored (`TaskStore.create`) before the `CreateTaskResult` goes out, so a
-   `tasks/get` on any instance sharing the store finds it.
+   `tasks/get` on any instance sharing the store finds it. First the task takes a place among
+   its principal's live tasks and all live tasks (`Budgets.tasks_per_principal`,
+   `Budgets.tasks`, counted across instances with a Redis store); past either the call is
+   refused, and the place is given back when the task ends.
 2. The engine is given a `TaskAsker` (replay rule 10, a third asker beside replay and live):
    a question awaited from now on is put in the record's `inputRequests` (status
    `input_required`) and the handler waits until `tasks/update` stored an answer for its key.
    It is woken at once by the instance that stored it: directly on this one, through the
-   broker from another (`SubscriptionHub.task_answered`). It also looks at the store now and
-   then: every `ANSWER_POLL` seconds without a broker, every `ANSWER_FALLBACK_POLL` with one
-   (a signal the broker lost). Questions answered by
+   broker from another (`SubscriptionHub.task_answered`). With a store of this process only
+   that wake-up counts (nothing else can store an answer), so a waiting task costs nothing;
+   with a shared store it also looks at the store now and then: every `ANSWER_POLL` seconds
+   without a broker, every `ANSWER_FALLBACK_POLL` with one (a signal the broker lost).
+   Questions answered by
    MRTR before the task existed were answered on the original request, as the spec asks.
 3. The handler's logs and progress go to the listeners of the task (`notifications/tasks`
    streams); a progress message also becomes the task's `statusMessage`.
@@ -40,6 +45,7 @@ from ...protocol.errors import INTERNAL_ERROR, McpError
 from ..redemption import EarlyOutcome
 from ..replay import STOPPED, Failure, Question, validate_answer
 from ..rounds import Round, require_capabilities
+from ..store import MemoryStore
 from .record import TaskRecord
 
 if TYPE_CHECKING:
@@ -161,13 +167,17 @@ class TaskRun:
             poll_ms=settings.poll_ms,
             lease=now + self.settings.lease,
         )
+        refused: McpError | None = None
         try:
-            stored = await self.manager.store.create(record)
+            refused = await self.manager.claim(self.ctx, record)
+            stored = refused is None and await self.manager.store.create(record)
         except Exception:
             logger.exception("tools/call %r: could not store a new task", self.tool)
             stored = False
         if not stored:
-            error = McpError(
+            if refused is None:
+                self.manager.spawn(self.manager.unclaim(record))
+            error = refused or McpError(
                 INTERNAL_ERROR, f"tools/call {self.tool!r}: could not create a task for the call"
             )
             # Whoever else waits for the task (the request, the handler) gets the error too.
@@ -209,7 +219,10 @@ class TaskRun:
         wake = asyncio.Event()
         self._waiters.add(wake)
         store = self.manager.store
-        poll = ANSWER_FALLBACK_POLL if self.manager.server._subscriptions.sharing else ANSWER_POLL
+        poll: float | None = None  # a store of this process: only a wake-up brings answers
+        if not isinstance(store.store, MemoryStore):
+            sharing = self.manager.server._subscriptions.sharing
+            poll = ANSWER_FALLBACK_POLL if sharing else ANSWER_POLL
         completed = False
         try:
             while True:
@@ -324,6 +337,7 @@ class TaskRun:
             logger.exception("task %s: could not store its outcome", record.task_id[:8])
         finally:
             self.manager.runs.pop(record.task_id, None)
+            await self.manager.unclaim(record)
 
     def _settle(self, record: TaskRecord, worker: asyncio.Task[dict[str, Any]]) -> None:
         if worker.cancelled():
