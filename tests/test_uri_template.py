@@ -127,3 +127,73 @@ async def test_reading_a_traversal_uri_is_resource_not_found(make_client: Any) -
     assert opened == ["readme.md"]
     assert limited.contents[0].text == "rows 7 limit 3"  # type: ignore[union-attr]
     assert plain.contents[0].text == "rows 7 limit 10"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("template", "uri"),
+    [
+        ("file:///docs/{+path}", "file:///docs//etc/passwd"),  # empty first segment: absolute
+        ("file:///docs/{+path}", "file:///docs/%2Fetc/passwd"),
+        ("file:///docs/{+path}", "file:///docs/a//b"),
+        ("file:///docs/{+path}", "file:///docs/a%00.txt"),
+        ("file:///docs/{+path}", "file:///docs/C:/Windows/win.ini"),
+        ("file:///docs/{+path}", "file:///docs/c%3A%5Cboot.ini"),
+        ("file:///docs/{path}", "file:///docs/a%00b"),
+        ("file:///docs/{path}", "file:///docs/C:evil"),
+        ("x://p{#frag}", "x://p#/etc/passwd"),
+        ("x://p{#frag}", "x://p#a/../../b"),
+        ("x://f{/segs*}", "x://f//etc"),
+        ("x://f{.ext}", "x://f.%2E%2E"),
+        ("db://q{?q}", "db://q?q=.."),
+        ("db://q{?q}", "db://q?q=%2e%2e"),
+        ("db://q{?q}", "db://q?q=..%2F..%2Fetc"),
+        ("db://q{?q}", "db://q?q=%2Fetc%2Fpasswd"),
+        ("db://q{?q}", "db://q?q=a%5Cb"),
+        ("db://q{?q}", "db://q?q=a%00"),
+        ("db://q{?a}{&x}", "db://q?a=1&x=.."),
+        ("db://q{?a}{&x}", "db://q?a=1&x=%2E%2E%2Fx"),
+    ],
+)
+def test_no_expression_kind_hands_over_an_escaping_value(template: str, uri: str) -> None:
+    compiled = UriTemplate(template)
+    assert compiled.match(uri) is None
+    assert compiled.refusal(uri) is not None  # shaped like the template, refused for its value
+
+
+def test_safe_query_values_and_empty_ones_still_match() -> None:
+    template = UriTemplate("db://q{?q}{&page}")
+    assert template.match("db://q?q=hello%20world&page=2") == {"q": "hello world", "page": "2"}
+    assert template.match("db://q?q=") == {"q": ""}
+    assert template.refusal("db://q?q=fine") is None
+
+
+async def test_reading_an_absolute_path_through_a_reserved_variable_is_refused(
+    make_client: Any,
+) -> None:
+    server = Server("files")
+    opened: list[str] = []
+
+    @server.resource_template("file:///docs/{+path}")
+    def doc(path: str) -> str:
+        opened.append(path)
+        return f"contents of {path}"
+
+    @server.resource_template("db://search{?q}")
+    def search(q: str = "") -> str:
+        opened.append(q)
+        return f"found {q}"
+
+    async with make_client(server) as client:
+        ok = await client.read_resource("file:///docs/guides/readme.md")
+        assert ok.contents[0].text == "contents of guides/readme.md"  # type: ignore[union-attr]
+        for uri, why in [
+            ("file:///docs//etc/passwd", "empty path segment"),
+            ("db://search?q=..%2F..%2Fetc", "'/'"),
+            ("db://search?q=%2e%2e", "'..'"),
+        ]:
+            with pytest.raises(McpError) as refused:
+                await client.read_resource(uri)
+            message = refused.value.message
+            assert refused.value.code == -32602, message
+            assert message.startswith(f"Resource not found: {uri}") and why in message, message
+    assert opened == ["guides/readme.md"]

@@ -1042,7 +1042,7 @@ class Server:
                     entry, variables = template, found
                     break
         if entry is None:
-            raise invalid_params(f"Resource not found: {uri}", {"uri": uri})
+            raise invalid_params(self._not_found(uri), {"uri": uri})
         try:
             kwargs = entry.signature.bind(variables)
         except ValidationFailure as exc:
@@ -1063,6 +1063,20 @@ class Server:
             result.setdefault("ttlMs", 0)
             result.setdefault("cacheScope", "private")
         return result
+
+    def _not_found(self, uri: str) -> str:
+        """The message for a URI no resource serves, saying which value a template refused."""
+        for template in self._templates:
+            assert template.template is not None
+            if self._disabled and self._hidden(template):
+                continue
+            why = template.template.refusal(uri)
+            if why is not None:
+                return (
+                    f"Resource not found: {uri} (refused by template {template.uri!r}: {why}, "
+                    "which could leave its place)"
+                )
+        return f"Resource not found: {uri}"
 
     # --- completion ------------------------------------------------------------------------
 

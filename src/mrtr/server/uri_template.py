@@ -14,9 +14,12 @@ Anything else (`{;var}`, prefix modifiers such as `{var:3}`, a query expression 
 end) is refused when the template is registered, so a template never silently matches nothing.
 
 Matched values are percent-decoded, and a value that would escape its place is refused (the URI
-does not match): a variable that may not span `/` must not contain one once decoded (`%2F`), no
-path segment may be `.` or `..` (raw or encoded), and no value may hold a backslash (a path
-separator to some file APIs). So `file:///docs/{path}` never hands
+does not match), in every kind of expression, query values included. Once decoded, no value
+holds a backslash (a path separator to some file APIs) or a NUL, no path segment is `.` or `..`,
+and no value starts with a drive (`C:`); a value that may not span `/` (`{var}`, `{.var}`,
+`{/var}`, `{?var}`, `{&var}`) holds none (`%2F` included), and one that may (`{+var}`,
+`{#var}`, `{/var*}`) has no empty segment, so it never starts with `/` (`file:///docs//etc`
+would make `Path(root) / path` absolute). So `file:///docs/{path}` never hands
 `../../etc/passwd` to its handler, and `{+path}` never climbs out of the root it follows.
 """
 
@@ -42,6 +45,8 @@ _PART = {
 _PREFIX = {"": "", "+": "", "#": "#", ".": r"\.", "/": "/"}
 _SPANS_SLASH = frozenset(("+", "#"))
 _DOT_SEGMENTS = frozenset((".", ".."))
+# A Windows drive (`C:`, `c:foo`): joined to a root, it replaces the root.
+_DRIVE = re.compile(r"[A-Za-z]:")
 
 
 class UriTemplate:
@@ -124,39 +129,63 @@ class UriTemplate:
 
         A URI whose value would escape its place (see the module docstring) does not fit.
         """
+        found = self._match(uri)
+        return found if isinstance(found, dict) else None
+
+    def refusal(self, uri: str) -> str | None:
+        """Why `uri` does not fit although it has the template's shape (a value that would
+        escape its place), else None."""
+        found = self._match(uri)
+        return found if isinstance(found, str) else None
+
+    def _match(self, uri: str) -> dict[str, str] | str | None:
         m = self._regex.match(uri)
         if m is None:
             return None
         found: dict[str, str] = {}
         for name, group, spans_slash in self._groups:
-            value = _safe_value(m.group(group), spans_slash)
-            if value is None:
+            value = _decoded(m.group(group), spans_slash)
+            if not isinstance(value, tuple):
                 logger.debug("refused %r for template %r: unsafe %r", uri, self.template, name)
-                return None
-            found[name] = value
+                return f"the value of {name!r} {value}"
+            found[name] = value[0]
         if self._query:
             query = _query_values(m.group("q"), self._query)
+            if isinstance(query, str):
+                logger.debug("refused %r for template %r: %s", uri, self.template, query)
+                return query
             if query is None:
                 return None
             found.update(query)
         return found
 
 
-def _safe_value(raw: str, spans_slash: bool) -> str | None:
-    """`raw` percent-decoded, or None when it would escape its place."""
+def _decoded(raw: str, spans_slash: bool) -> tuple[str] | str:
+    """`raw` percent-decoded (in a 1-tuple), or why it would escape its place."""
     segments = raw.split("/") if spans_slash else [raw]
     decoded = []
     for segment in segments:
         text = unquote(segment)
-        if "/" in text or text in _DOT_SEGMENTS or "\\" in text:
-            return None
+        if spans_slash and not text:
+            return "has an empty path segment (a leading or doubled '/')"
+        if "/" in text:
+            return "holds a '/' (encoded as %2F)"
+        if text in _DOT_SEGMENTS:
+            return f"holds a {text!r} path segment"
+        if "\\" in text:
+            return "holds a backslash"
+        if "\x00" in text:
+            return "holds a NUL character"
         decoded.append(text)
-    return "/".join(decoded)
+    if _DRIVE.match(decoded[0]):
+        return "starts with a drive (an absolute path)"
+    return ("/".join(decoded),)
 
 
-def _query_values(query: str | None, names: tuple[str, ...]) -> dict[str, str] | None:
+def _query_values(query: str | None, names: tuple[str, ...]) -> dict[str, str] | str | None:
     """The template's query variables found in `query`; None if it holds another key or one
-    twice (a URI the template could not have produced)."""
+    twice (a URI the template could not have produced); why, if a value would escape its place
+    (checked as a `{var}` value is; an empty value is allowed)."""
     if not query:
         return {}
     values: dict[str, str] = {}
@@ -165,5 +194,11 @@ def _query_values(query: str | None, names: tuple[str, ...]) -> dict[str, str] |
         name = unquote(key)
         if not sep or name not in names or name in values:
             return None
-        values[name] = unquote(value)
+        if not value:
+            values[name] = ""
+            continue
+        decoded = _decoded(value, spans_slash=False)
+        if not isinstance(decoded, tuple):
+            return f"the value of {name!r} {decoded}"
+        values[name] = decoded[0]
     return values
