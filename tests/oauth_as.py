@@ -30,6 +30,7 @@ import asyncio
 import base64
 import contextlib
 import hashlib
+import json
 import secrets
 import socket
 import time
@@ -260,10 +261,12 @@ class AuthorizationServer:
         issuer: str | None = None,
         extra: dict[str, Any] | None = None,
         key: ECKey | None = None,
+        typ: str | None = "at+jwt",
     ) -> str:
         """Mint an access token directly (no grant), e.g. an expired or wrong-audience one.
 
-        `key` signs it instead of the current key (a key the JWKS does not hold forges it)."""
+        `key` signs it instead of the current key (a key the JWKS does not hold forges it);
+        `typ` is the header's (None leaves it out, as some issuers do)."""
         now = int(time.time())
         ttl = self.access_token_ttl if expires_in is None else expires_in
         claims: dict[str, Any] = {
@@ -282,7 +285,12 @@ class AuthorizationServer:
             claims["nbf"] = not_before
         claims.update(extra or {})
         signer = key or self._keys[-1]
-        token = jwt.encode({"alg": ALGORITHM, "kid": signer.kid, "typ": "at+jwt"}, claims, signer)
+        if typ is None:  # jwt.encode would add typ JWT: sign the claims as they are
+            header = {"alg": ALGORITHM, "kid": signer.kid}
+            payload = json.dumps(claims).encode()
+            token = jws.serialize_compact(header, payload, signer)
+        else:
+            token = jwt.encode({"alg": ALGORITHM, "kid": signer.kid, "typ": typ}, claims, signer)
         self._issued[token] = claims
         return token
 

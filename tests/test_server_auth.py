@@ -807,6 +807,30 @@ async def test_jwt_verifier_remembers_tokens_it_verified_boundedly(site: Protect
         await uncached.verify(tokens[-1])
 
 
+async def test_only_access_tokens_are_accepted_by_their_typ(
+    site: Protected, http: aiohttp.ClientSession
+) -> None:
+    message = call("whoami", {})
+    # Other JWTs the same issuer signs with the same keys and (here) the same claims.
+    for typ in ("JWT", "jwt", "logout+jwt", "secevent+jwt", "oauth-id-jag+jwt", "dpop+jwt"):
+        reply = await post(http, site.url, message, site.token(typ=typ))
+        assert reply.status == 401, typ
+        assert reply.challenge["error"] == "invalid_token", typ
+        assert reply.body["error"]["data"]["error"] == "invalid_token", typ
+    for typ in ("at+jwt", "application/at+jwt", "AT+JWT"):
+        assert (await post(http, site.url, message, site.token(typ=typ))).status == 200, typ
+    untyped = site.token(typ=None)
+    assert (await post(http, site.url, message, untyped)).status == 401  # refused by default
+    lenient = JWTVerifier(site.auth_server.issuer, site.url, accept_untyped=True)
+    site.install(verifier=lenient)
+    reply = await post(http, site.url, message, untyped)
+    assert reply.status == 200, reply.body
+    assert reply.body["result"]["structuredContent"]["sub"] == site.auth_server.user
+    # accept_untyped admits a missing typ only, never another kind of token.
+    assert (await post(http, site.url, message, site.token(typ="JWT"))).status == 401
+    assert await lenient.verify(site.token(typ="logout+jwt")) is None
+
+
 async def test_hostile_headers_and_metadata_methods(
     site: Protected, http: aiohttp.ClientSession
 ) -> None:

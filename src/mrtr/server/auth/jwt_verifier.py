@@ -6,7 +6,9 @@ key the cache does not hold makes it fetch them again, at most once every
 `min_refresh_interval` seconds (so a key rotation is picked up at once, and a flood of made-up
 key ids costs at most one fetch per interval). Checked: the signature, an algorithm of the
 allow-list (never `none`, never a shared-secret HMAC), `iss`, `aud` naming this server, `exp`
-(required) and `nbf` with `leeway` seconds of clock skew.
+(required) and `nbf` with `leeway` seconds of clock skew, and the header's `typ`: `at+jwt` (or
+`application/at+jwt`), so an ID token, a logout token, a security event or an ID-JAG signed by
+the same issuer is never taken for an access token.
 
 Needs `joserfc` (`pip install "mrtr[auth]"`).
 """
@@ -34,10 +36,13 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("JWTVerifier needs joserfc: pip install 'mrtr[auth]' (or joserfc)") from exc
 
 logger = logging.getLogger("mrtr.auth")
+_UNTYPED = object()
 
 #: Asymmetric algorithms only: the resource server holds no secret shared with the issuer.
 DEFAULT_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384",
                       "ES512", "EdDSA")  # fmt: skip
+#: The `typ` values of an access token (RFC 9068 section 2.1), compared case-insensitively.
+ACCESS_TOKEN_TYPES = frozenset(("at+jwt", "application/at+jwt"))
 #: Longer tokens are refused before any parsing.
 MAX_TOKEN_LENGTH = 16 * 1024
 
@@ -71,6 +76,11 @@ class JWTVerifier:
     for one fetch. `cache_ttl` / `cache_size`: tokens that verified are remembered (by a
     digest) for this long, never past their `exp`, in at most this many entries, so a client
     sending the same token on every request pays for one signature check (0 turns it off).
+    `accept_untyped`: also accept a token whose header has no `typ`, for an issuer that omits
+    it. Off by default: the same issuer signs ID tokens, logout tokens and security events with
+    the same keys, and without `typ` nothing but luck in their claims tells them from an access
+    token (RFC 9068 section 4, RFC 8725 section 3.11). A `typ` naming another kind of token is
+    refused either way.
     """
 
     def __init__(
@@ -86,6 +96,7 @@ class JWTVerifier:
         timeout: float = 5.0,
         cache_ttl: float = 60.0,
         cache_size: int = 1024,
+        accept_untyped: bool = False,
     ) -> None:
         names = [audience] if isinstance(audience, str) else list(audience)
         if not names:
@@ -108,6 +119,7 @@ class JWTVerifier:
             raise ValueError("JWTVerifier cache_ttl and cache_size must be >= 0")
         self.cache_ttl = cache_ttl
         self.cache_size = cache_size
+        self.accept_untyped = accept_untyped
         self._cache: OrderedDict[bytes, tuple[AccessToken, float]] = OrderedDict()
         self._keys: KeySet | None = None
         self._fetched_at = -float("inf")
@@ -141,6 +153,8 @@ class JWTVerifier:
         if header.get("alg") not in self.algorithms:
             logger.debug("token refused: algorithm %r is not allowed", header.get("alg"))
             return None
+        if not self._typed_as_access_token(header.get("typ", _UNTYPED)):
+            return None
         keys = await self._key_set(unknown_kid=False)
         try:
             decoded = jwt.decode(token, keys, algorithms=self.algorithms)
@@ -155,6 +169,17 @@ class JWTVerifier:
             logger.debug("token refused: %s", type(exc).__name__)
             return None
         return self._accept(decoded.claims)
+
+    def _typed_as_access_token(self, typ: object) -> bool:
+        """Whether the header's `typ` says access token (or is absent and that is allowed)."""
+        if typ is _UNTYPED:
+            if not self.accept_untyped:
+                logger.debug("token refused: no typ (accept_untyped=True accepts it)")
+            return self.accept_untyped
+        if not isinstance(typ, str) or typ.lower() not in ACCESS_TOKEN_TYPES:
+            logger.debug("token refused: typ %r is not at+jwt", typ)
+            return False
+        return True
 
     def _accept(self, claims: dict[str, Any]) -> AccessToken | None:
         now = time.time()
