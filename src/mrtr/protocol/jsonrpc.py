@@ -35,6 +35,30 @@ def is_valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
+#: Integers this large no longer fit 64 bits: JSON decoders (ours included) read them as floats.
+_INT64_RANGE = 2.0**63
+
+
+def describe_bad_id(value: Any) -> str:
+    """What a request sent as its id, for an error message: its JSON type, and for a number a
+    short rendering of it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({'true' if value else 'false'})"
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) >= _INT64_RANGE:
+            return f"an integer outside the 64-bit range ({value:.6g})"
+        if value.is_integer():  # 5.0 or 5e2: JSON-RPC ids are written as integers
+            return f"a number written with a decimal point or exponent ({value!r})"
+        return f"a fractional number ({value!r})"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
+
+
 def classify(message: Any) -> MessageKind:
     """Say what a decoded message is, raising `McpError(-32600)` for anything else."""
     if not isinstance(message, dict):
@@ -51,7 +75,9 @@ def classify(message: Any) -> MessageKind:
             return "notification"
         if not is_valid_id(message["id"]):
             raise McpError(
-                INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer, not null'
+                INVALID_REQUEST,
+                'Invalid Request: "id" must be a string or an integer, not '
+                + describe_bad_id(message["id"]),
             )
         return "request"
     if "result" in message or "error" in message:
