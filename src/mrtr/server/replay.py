@@ -81,7 +81,7 @@ import functools
 import hashlib
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any, Final, Generic, NoReturn, Protocol, TypeVar
 
@@ -254,8 +254,46 @@ class RoundState:
                 self.answers[key] = [digest, responses[key]]
 
 
-class Question(Generic[T]):
-    """One question a handler asked; awaiting it gives the answer or stops the handler."""
+class Stepped(Coroutine[Any, Any, T], Generic[T]):
+    """An awaitable that is a coroutine too, so that everything taking a coroutine takes it:
+    `asyncio.create_task(ctx.elicit(...))`, `TaskGroup.create_task`, `ensure_future`,
+    `wait_for`, `gather`. Stepping it (`send`, `throw`) runs its `__await__` once, exactly as
+    `await` would, so the rules above hold whichever way it is run."""
+
+    __slots__ = ("_steps",)
+
+    def __init__(self) -> None:
+        self._steps: Generator[Any, None, T] | None = None
+
+    def __await__(self) -> Generator[Any, None, T]:
+        raise NotImplementedError  # pragma: no cover - each subclass awaits its own way
+
+    def _started(self) -> Generator[Any, None, T]:
+        steps = self._steps
+        if steps is None:
+            steps = self._steps = self.__await__()
+        return steps
+
+    def send(self, value: Any) -> Any:
+        """Step as a coroutine (what a task does); see the class."""
+        return self._started().send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None, /) -> Any:
+        """Raise into the step in progress (what a task does on cancellation)."""
+        if val is None and tb is None:
+            return self._started().throw(typ)
+        return self._started().throw(typ, val, tb)  # the old three-argument form, passed on
+
+    def close(self) -> None:
+        """Close a step in progress; nothing to do if it never started."""
+        if self._steps is not None:
+            self._steps.close()
+
+
+class Question(Stepped[T]):
+    """One question a handler asked; awaiting it gives the answer or stops the handler.
+
+    It is a coroutine too (see `Stepped`): `asyncio.create_task(ctx.elicit(...))` works."""
 
     __slots__ = ("_convert", "_engine", "digest", "key", "method", "params")
 
@@ -268,6 +306,7 @@ class Question(Generic[T]):
         digest: str,
         convert: Callable[[str, Any], T],
     ) -> None:
+        self._steps = None
         self._engine = engine
         self.key = key
         self.method = method
@@ -309,12 +348,15 @@ class Asker(Protocol):
         """Ask a manual-style handler's input requests; `{key: result}` as the client sent it."""
 
 
-class Batch:
-    """Several questions awaited together (`ctx.ask`): answered all at once, or asked at once."""
+class Batch(Stepped[dict[str, Any]]):
+    """Several questions awaited together (`ctx.ask`): answered all at once, or asked at once.
+
+    A coroutine too, as `Question` is."""
 
     __slots__ = ("_engine", "questions")
 
     def __init__(self, engine: Replay, questions: dict[str, Question[Any]]) -> None:
+        self._steps = None
         self._engine = engine
         self.questions = questions
 
