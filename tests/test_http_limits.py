@@ -9,6 +9,7 @@ goes to its stderr, which is collected for the tests that check it does not log 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import http.client
 import json
@@ -25,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from loopback_process import free_port, wait_listening
@@ -375,6 +377,45 @@ def test_connections_past_max_connections_get_503_and_the_server_recovers(
             sock.close()
     # One warning for the refusals, not one per connection.
     assert len(lines_since(server, logged)) <= 2, server.stderr()
+
+
+@pytest.mark.parametrize("protocol", ["h11", "httptools"])
+def test_requests_past_max_connections_each_read_a_whole_503(launcher: Path, protocol: str) -> None:
+    # A burst of clients that each send their request at once: refused connections that were
+    # closed with the request unread used to be reset, and the client never saw the 503.
+    options = {**LIMITS, "header_timeout": GUARD, "http": protocol}  # the held ones stay open
+    extra = 30  # within what may linger at once for 20 connections (32)
+    with run_server(launcher, options) as process:
+        held = [connect(process) for _ in range(MAX_CONNECTIONS)]
+        try:
+            outcomes = asyncio.run(burst(process, extra))
+        finally:
+            for sock in held:
+                sock.close()
+        assert outcomes == [(503, "1", True)] * extra
+        assert served_again(process)
+
+
+async def burst(process: ServerProcess, count: int) -> list[tuple[int, str, bool]] | list[str]:
+    """`count` POSTs at once from a real client (some with a body larger than a socket buffer
+    holds): each one's status, Retry-After, and whether its body says which limit was hit."""
+    url = f"http://127.0.0.1:{process.port}/mcp"
+    head, _ = request_bytes()
+    headers = dict(line.split(": ", 1) for line in head.decode().split("\r\n")[1:] if ": " in line)
+    del headers["Content-Length"]
+
+    async def one(i: int, http: httpx.AsyncClient) -> tuple[int, str, bool] | str:
+        _, body = request_bytes(size=256 * 1024 if i % 10 == 0 else None)
+        try:
+            response = await http.post(url, content=body, headers=headers)
+        except httpx.TransportError as exc:
+            return type(exc).__name__
+        said = "as many connections open as it takes" in response.json()["error"]["message"]
+        return response.status_code, response.headers.get("retry-after", ""), said
+
+    limits = httpx.Limits(max_connections=count, max_keepalive_connections=0)
+    async with httpx.AsyncClient(timeout=GUARD, limits=limits) as http:
+        return list(await asyncio.gather(*(one(i, http) for i in range(count))))
 
 
 def test_the_open_files_limit_caps_connections_so_accept_never_fails(launcher: Path) -> None:

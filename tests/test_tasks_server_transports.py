@@ -54,10 +54,46 @@ async def test_http_refuses_a_task_request_whose_mcp_name_is_not_its_task_id() -
             assert response.status == 400
             error = (await response.json())["error"]
         assert error["code"] == -32020 and "taskId" in error["message"]
-        del headers["Mcp-Name"]
-        async with session.post(base + "/mcp", json=body, headers=headers) as response:
-            assert response.status == 400
         await peer.result("tasks/cancel", {"taskId": task_id})
+
+
+async def test_http_serves_task_requests_that_leave_out_mcp_name() -> None:
+    """Lenient on a missing `Mcp-Name` for `tasks/*` (clients exist that omit it; it is only
+    a routing hint there), strict on a mismatched one (the test above)."""
+    async with (
+        serve(build_server().asgi_app()) as base,
+        aiohttp.ClientSession() as session,
+    ):
+        peer = HttpPeer(session, base + "/mcp")
+        created = await peer.result("tools/call", {"name": "sleep", "arguments": {"seconds": 5}})
+        task_id = created["taskId"]
+        headers = {
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2026-07-28",
+        }
+        answers = {}
+        for i, method in enumerate(("tasks/get", "tasks/cancel"), start=1):
+            body = {
+                "jsonrpc": "2.0",
+                "id": i,
+                "method": method,
+                "params": request(i, method, {"taskId": task_id})["params"],
+            }
+            async with session.post(
+                base + "/mcp", json=body, headers={**headers, "Mcp-Method": method}
+            ) as response:
+                assert response.status == 200
+                answers[method] = (await response.json())["result"]
+        assert answers["tasks/get"]["taskId"] == task_id
+        assert answers["tasks/get"]["status"] == "working"
+        assert answers["tasks/cancel"]["resultType"] == "complete"
+        # tools/call still requires it: the core spec's table does.
+        body = request(9, "tools/call", {"name": "sleep", "arguments": {"seconds": 0}})
+        async with session.post(
+            base + "/mcp", json=body, headers={**headers, "Mcp-Method": "tools/call"}
+        ) as response:
+            assert response.status == 400
+            assert (await response.json())["error"]["code"] == -32020
 
 
 async def test_a_legacy_client_runs_task_tools_in_line_and_is_asked_live() -> None:

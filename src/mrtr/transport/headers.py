@@ -40,6 +40,13 @@ NAME_FIELDS: dict[str, str] = {
     "tasks/cancel": "taskId",
 }
 
+#: Methods whose `Mcp-Name` may be left out (a sent one must still match the body). The
+#: tasks extension asks clients to send the task id there, for routing; the core table does
+#: not require it, clients exist that omit it, and any instance answers any task from the
+#: store, so its absence harms nothing. A mismatch stays refused: then an intermediary that
+#: routes or authorizes on the header would act on another task than the server.
+NAME_OPTIONAL: frozenset[str] = frozenset(("tasks/get", "tasks/update", "tasks/cancel"))
+
 ANNOTATION = "x-mcp-header"
 
 _SENTINEL_PREFIX = "=?base64?"

@@ -5,8 +5,14 @@ body never finish, no bound on the bytes of a request's headers with httptools, 
 on open connections but the process's file descriptors (past which `accept` fails in a loop).
 `guarded_protocol` subclasses the protocol uvicorn would pick and adds them:
 
-* A connection over `max_connections` gets a 503 and is closed at once, before any state is
-  built for it, so the descriptors in use stay bounded whatever clients do.
+* A connection over `max_connections` gets a 503 before any state is built for it, and a
+  lingering close: the server shuts its writing side, then reads and drops what the client
+  sends until the client closes, for `_LINGER` seconds at most. Closed at once instead, unread
+  request bytes make the kernel answer with a reset, which most clients report before reading
+  the 503 (the whole point of sending it). At most `max_connections // 16` (32 at least)
+  refused connections linger at once, past which one is closed at once, so the descriptors in
+  use stay bounded whatever clients do: that is at most half the share of them
+  `connection_cap` keeps free.
 * Each connection has one timer, armed lazily. Its deadline follows the request: opened (or
   first byte of the next request) + `header_timeout` until the headers are complete, then
   + `body_timeout` until the body is complete. When it fires it compares the time with the
@@ -43,6 +49,11 @@ _BODY = 2  # the rest of a request's body
 _LEFTOVER = 3  # the rest of a body the app answered without reading
 
 _REFUSAL_LOG_INTERVAL = 60.0  # seconds between warnings about refused connections
+#: Seconds a refused connection is drained at most, waiting for the client to close it: a
+#: client reads the 503 within a round trip; one that never closes is not waited on longer.
+_LINGER = 2.0
+#: The fewest refused connections allowed to drain at once (see `guarded_protocol`).
+_MIN_LINGERING = 32
 
 
 def _raw_response(status: bytes, message: str, extra: bytes = b"") -> bytes:
@@ -59,11 +70,12 @@ def _raw_response(status: bytes, message: str, extra: bytes = b"") -> bytes:
 class _Census:
     """Open connections of one server, and the warnings about those refused."""
 
-    __slots__ = ("next_warning", "open", "refused")
+    __slots__ = ("lingering", "next_warning", "open", "refused")
 
     def __init__(self) -> None:
         self.open = 0
         self.refused = 0
+        self.lingering = 0
         self.next_warning = 0.0
 
     def refuse(self, limit: int) -> None:
@@ -86,6 +98,7 @@ class _Guard(asyncio.Protocol):
 
     limits: HTTPLimits
     census: _Census
+    max_lingering: int
     refusal: bytes
     header_timeout_response: bytes
     body_timeout_response: bytes
@@ -98,6 +111,7 @@ class _Guard(asyncio.Protocol):
     flow: Any
 
     _counted = False
+    _lingering = False
     _phase = _IDLE
     _deadline = 0.0
     _timer: asyncio.TimerHandle | None = None
@@ -113,8 +127,17 @@ class _Guard(asyncio.Protocol):
             # A stream transport (uvloop's is not a registered `asyncio.Transport` subclass).
             stream = cast(asyncio.Transport, transport)
             stream.write(self.refusal)
-            stream.close()
             census.refuse(limit)
+            if census.lingering < self.max_lingering and stream.can_write_eof():
+                # Lingering close (see the module docstring): the 503 and a FIN go out, what
+                # the client sends is read and dropped (`data_received`) until it closes
+                # (`eof_received`) or the time is up.
+                census.lingering += 1
+                self._lingering = True
+                stream.write_eof()
+                self._timer = self.loop.call_later(_LINGER, stream.close)
+            else:
+                stream.close()
             return
         census.open += 1
         self._counted = True
@@ -123,7 +146,14 @@ class _Guard(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self._counted:
-            return  # refused: uvicorn never knew of it
+            # Refused: uvicorn never knew of it.
+            if self._lingering:
+                self._lingering = False
+                self.census.lingering -= 1
+                if self._timer is not None:
+                    self._timer.cancel()
+                    self._timer = None
+            return
         self._counted = False
         self.census.open -= 1
         self._phase = _IDLE
@@ -132,9 +162,14 @@ class _Guard(asyncio.Protocol):
             self._timer = None
         super().connection_lost(exc)
 
+    def eof_received(self) -> bool | None:
+        if not self._counted:
+            return False  # a refused client is done sending: the transport closes
+        return super().eof_received()
+
     def data_received(self, data: bytes) -> None:
         if not self._counted:
-            return
+            return  # a refused connection's request, drained and dropped
         cycle = self.cycle
         if cycle is None or cycle.response_complete:
             if cycle is not None and cycle.more_body and self._phase in (_BODY, _LEFTOVER):
@@ -259,6 +294,7 @@ def guarded_protocol(limits: HTTPLimits, http: Any = "auto") -> type[asyncio.Pro
     namespace = {
         "limits": limits,
         "census": _Census(),
+        "max_lingering": max(_MIN_LINGERING, limits.max_connections // 16),
         "refusal": _raw_response(
             b"503 Service Unavailable",
             "Service Unavailable: the server has as many connections open as it takes "

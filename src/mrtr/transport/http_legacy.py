@@ -8,8 +8,9 @@ stays on the stateless path. Rules:
    (`Server.handle_request` with a fresh `LegacySession`). A success is answered with a new
    `Mcp-Session-Id`, and the session is kept (`MemorySessionStore`: idle expiry, a bound on
    their number) and attached to the server, which then sends it list changes and resource
-   updates. An error is answered with its status (400 for -32022, which names the versions
-   this endpoint speaks), and nothing is kept.
+   updates. An error is answered with 200 (as every JSON-RPC answer here, rule 3), and nothing
+   is kept; a server that serves no legacy revision refuses with -32022 and 400, naming the
+   versions this endpoint speaks, as on its 2026-07-28 path.
 2. A message with `Mcp-Session-Id` belongs to that session: an unknown, ended or expired id is
    404, with a JSON-RPC error saying to initialize again. `MCP-Protocol-Version`, when sent,
    must be the negotiated version (400 otherwise); a request without it is served under the
@@ -18,7 +19,9 @@ stays on the stateless path. Rules:
 3. A POSTed request runs as a task of its session (at most `MAX_SESSION_REQUESTS` at once, each
    id unique among those running). It is answered with JSON, unless a notification or a
    server request (`elicitation/create`...) goes out first: then with an SSE stream whose
-   events all carry ids, opened by a priming event with `retry`. A dropped connection does not
+   events all carry ids, opened by a priming event with `retry`. Every JSON-RPC answer goes
+   out with 200, errors included (`LEGACY_ERROR_STATUS`): legacy clients take a 4xx for the
+   session failing, so 4xx is kept for what the transport refuses. A dropped connection does not
    cancel the request (the client sends `notifications/cancelled` for that): its events are
    kept (`sse_events.py`) and the client resumes with `GET` + `Last-Event-ID`.
 4. POSTed notifications and responses are answered 202. A response goes to the server request
@@ -82,6 +85,7 @@ from .http_responses import (
     Send,
     accepted,
     answer,
+    legacy_status_of,
     reject,
     send_json,
     status_of,
@@ -264,13 +268,17 @@ class LegacySessions:
         channel = _Channel(session, self.buffer_bytes, first_stream=self._first_stream)
         response = await self.server.handle_request(message, None, scope, session)
         if "error" in response:
-            await answer(send, status_of(response), response)
+            # Without the legacy shim the refusal is the 2026-07-28 one (-32022, 400).
+            serves = self.server.serves_legacy
+            await answer(
+                send, legacy_status_of(response) if serves else status_of(response), response
+            )
             return
         if records is not None:
             if len(orjson.dumps(session.to_record())) > MAX_RECORD_BYTES:
                 await reject(
                     send,
-                    400,
+                    200,  # a JSON-RPC error of a legacy request, as any other (rule 3)
                     INVALID_PARAMS,
                     "initialize: clientInfo and capabilities are too large to keep for a "
                     f"session (at most {MAX_RECORD_BYTES // 1024} KiB together)",
@@ -968,7 +976,7 @@ async def _json_answer(send: Send, events: list[tuple[int, bytes]]) -> None:
         return
     data = events[0][1]
     # Only an error may change the status: a response without the word is a 200 unparsed.
-    status = status_of(orjson.loads(data)) if b'"error"' in data else 200
+    status = legacy_status_of(orjson.loads(data)) if b'"error"' in data else 200
     await send_json(send, status, data)
 
 

@@ -41,8 +41,9 @@ class HTTPLimits:
     through its headers gets 408. `body_timeout`: seconds from the end of the headers to the
     end of the body (a total, so a body sent a byte at a time cannot hold the connection);
     past it the request gets 408. `keep_alive`: seconds an idle connection stays open between
-    requests. `max_connections`: connections open at once; one more gets 503 and is closed
-    at once. `max_header_size`: bytes of a request's start line and headers; past it, 431.
+    requests. `max_connections`: connections open at once; one more gets 503 with
+    `Retry-After` and is closed (lingering: its request is read and dropped first, see
+    `http_guard.py`). `max_header_size`: bytes of a request's start line and headers; past it, 431.
     `max_inflight_body_bytes`: bytes of request bodies being received or handled at once,
     across all connections; a request that would go past it gets 503 with `Retry-After`
     before its body is read.

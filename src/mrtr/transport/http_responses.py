@@ -1,12 +1,16 @@
 """The HTTP answers of the Streamable HTTP endpoint, shared by its modern and legacy paths.
 
-Every refusal carries a JSON-RPC error saying why; errors from the dispatcher get the status the
-spec ties to their code (`ERROR_STATUS`), anything else 200.
+Every refusal carries a JSON-RPC error saying why. The status of a JSON-RPC answer depends on
+the era, and is decided here only: on the 2026-07-28 path, errors from the dispatcher get the
+status the spec ties to their code (`ERROR_STATUS`), anything else 200; on a legacy session
+(2025-11-25 and earlier) every JSON-RPC answer is 200, errors included (`LEGACY_ERROR_STATUS`).
+There a 4xx is a transport refusal only (unknown session, bad `MCP-Protocol-Version` header,
+wrong content type, body too large...), which legacy clients treat as the session failing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
 import orjson
@@ -27,8 +31,8 @@ Message = MutableMapping[str, Any]
 Send = Callable[[Message], Awaitable[None]]
 Headers = list[tuple[bytes, bytes]]
 
-#: The statuses the spec ties to JSON-RPC error codes; every other answer is 200.
-ERROR_STATUS = {
+#: The statuses the 2026-07-28 spec ties to JSON-RPC error codes; every other answer is 200.
+ERROR_STATUS: Mapping[int, int] = {
     PARSE_ERROR: 400,
     INVALID_REQUEST: 400,
     INVALID_PARAMS: 400,
@@ -37,6 +41,10 @@ ERROR_STATUS = {
     UNSUPPORTED_PROTOCOL_VERSION: 400,
     METHOD_NOT_FOUND: 404,
 }
+#: The same for a legacy session: none. A legacy client raises on a 4xx and loses its session
+#: (a 404 on a request with a session id even means "session gone, initialize again"), while
+#: the official legacy servers answer every JSON-RPC error with 200.
+LEGACY_ERROR_STATUS: Mapping[int, int] = {}
 JSON_TYPE = (b"content-type", b"application/json")
 SSE_HEADERS: Headers = [
     (b"content-type", b"text/event-stream"),
@@ -52,10 +60,15 @@ ACCEPTED: Message = {
 EMPTY_BODY: Message = {"type": "http.response.body", "body": b"", "more_body": False}
 
 
-def status_of(response: dict[str, Any]) -> int:
-    """The HTTP status of a JSON answer carrying `response`."""
+def status_of(response: dict[str, Any], table: Mapping[int, int] = ERROR_STATUS) -> int:
+    """The HTTP status of a JSON answer carrying `response`, by the era's `table`."""
     error = response.get("error")
-    return 200 if error is None else ERROR_STATUS.get(error.get("code"), 200)
+    return 200 if error is None else table.get(error.get("code"), 200)
+
+
+def legacy_status_of(response: dict[str, Any]) -> int:
+    """The HTTP status of a JSON answer carrying `response` on a legacy session."""
+    return status_of(response, LEGACY_ERROR_STATUS)
 
 
 async def send_json(send: Send, status: int, body: bytes, extra: Headers | None = None) -> None:
@@ -113,9 +126,11 @@ __all__ = [
     "ACCEPTED",
     "EMPTY_BODY",
     "ERROR_STATUS",
+    "LEGACY_ERROR_STATUS",
     "SSE_HEADERS",
     "accepted",
     "answer",
+    "legacy_status_of",
     "plain",
     "reject",
     "send_json",

@@ -106,6 +106,7 @@ _T = TypeVar("_T")
 _LOCAL_HOSTS = frozenset(("localhost", "127.0.0.1", "::1"))
 
 _NAME_FIELDS = mcp_headers.NAME_FIELDS
+_NAME_OPTIONAL = mcp_headers.NAME_OPTIONAL
 _SESSION_ID = b"mcp-session-id"
 _METHOD = b"mcp-method"
 _CACHE_LIMIT = 256  # distinct values of a header remembered
@@ -650,6 +651,8 @@ class StreamableHTTPApp:
             return None  # the dispatcher says what is wrong with the body
         raw = headers.get(b"mcp-name")
         if raw is None:
+            if method in _NAME_OPTIONAL:
+                return None  # tasks/*: lenient on a missing header (see `NAME_OPTIONAL`)
             return _mismatch(f"the Mcp-Name header is required for {method} (params.{field})")
         names = self._name_cache
         value = names.get(raw)
