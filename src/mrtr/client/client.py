@@ -609,7 +609,10 @@ class Client:
             verdict = eras.inline_verdict(answer, response.get("id") == request_id)
         if verdict == LEGACY:
             return await self._fall_back(method, body, meta, limit, version, answer)
-        self._settled_modern()
+        if verdict == MODERN:
+            self._settled_modern()
+        # No verdict: the server answered this very request (it may have run it), so the
+        # answer is the caller's, and the era is left for a later exchange to settle.
         return response
 
     async def _fall_back(
