@@ -1,16 +1,19 @@
 """The client at its edges, against real servers on loopback: an error that talks about a
-session is the tool's answer (never an era verdict that sends the call again)."""
+session is the tool's answer (never an era verdict that sends the call again);
+`request_timeout` bounds each round of a call."""
 
 from __future__ import annotations
 
 import importlib.util
+import time
 from pathlib import Path
 
 import pytest
 
-from mrtr import Client
+from mrtr import Client, ClientOptions
 from mrtr.client import era as eras
-from mrtr.protocol.errors import INVALID_PARAMS, McpError
+from mrtr.client.options import Protocol
+from mrtr.protocol.errors import INVALID_PARAMS, REQUEST_TIMEOUT, McpError
 from transport_flow import serve
 
 SCRIPT = Path(__file__).resolve().parent / "servers" / "edge_server.py"
@@ -36,3 +39,23 @@ async def test_a_first_call_whose_tool_fails_about_a_session_runs_once() -> None
     assert raised.value.code == INVALID_PARAMS
     assert "checkout session for cart c1 expired" in raised.value.message
     assert edges.runs["checkout"] == 1
+
+
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
+async def test_request_timeout_bounds_each_round_of_call_tool(protocol: Protocol) -> None:
+    edges.runs.clear()
+    options = ClientOptions(request_timeout=0.5, protocol=protocol)
+    sleep = 20.0  # the tool's sleep: the call must end long before it
+    async with serve(edges.server.asgi_app()) as base:
+        client = Client.http(f"{base}/mcp", options=options)
+        async with client:
+            await client.list_tools()  # the era settled: the call takes the usual path
+            started = time.monotonic()
+            with pytest.raises(McpError) as raised:
+                await client.call_tool("dawdle", {"seconds": sleep})
+            elapsed = time.monotonic() - started
+    assert raised.value.code == REQUEST_TIMEOUT
+    assert "within 0.5 s" in raised.value.message
+    assert "ClientOptions.request_timeout" in raised.value.message
+    assert elapsed < sleep / 2  # bounded by the option, not by the tool
+    assert edges.runs["dawdle"] == 1
