@@ -84,12 +84,12 @@ def _http_status(error: McpError) -> int | None:
 
 def probe_verdict(error: McpError) -> Era | None:
     """The era a failed `server/discover` probe shows; None when the failure says nothing
-    about the server (an HTTP 5xx, an authorization challenge: raise it instead)."""
+    about the server (an HTTP 5xx, an authorization challenge, a redirect: raise it)."""
     if is_recognised_modern_error(error):
         return MODERN
     status = _http_status(error)
-    if status is not None and (status >= 500 or status in _NOT_ERA_STATUSES):
-        return None
+    if status is not None and (status >= 500 or status < 400 or status in _NOT_ERA_STATUSES):
+        return None  # an outage, a challenge, a redirect (never followed)
     return LEGACY
 
 
