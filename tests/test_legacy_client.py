@@ -244,9 +244,18 @@ async def test_the_server_cancelling_its_request_cancels_the_handler() -> None:
 
 # --- era detection ---------------------------------------------------------------------------
 
+#: How a legacy HTTP server refuses a request without a session: before reading it, so the
+#: error answers no request id.
+NOT_INITIALIZED = Raw(
+    {"id": None, "error": {"code": -32000, "message": "Bad Request: Server not initialized"}}
+)
+
 
 async def test_auto_inline_falls_back_on_a_session_error_and_sends_the_request_again() -> None:
-    missing_session = Raw({"error": {"code": -32600, "message": "Bad Request: Missing session ID"}})
+    # A legacy transport refuses a request without a session before reading it: no id.
+    missing_session = Raw(
+        {"id": None, "error": {"code": -32600, "message": "Bad Request: Missing session ID"}}
+    )
     fake = SessionFakeServer([missing_session, initialize_result(), legacy_tool("hi")])
     async with Client(fake) as client:
         result = await client.call_tool("greet")
@@ -260,7 +269,7 @@ async def test_auto_inline_falls_back_on_a_session_error_and_sends_the_request_a
 @pytest.mark.parametrize(
     "first",
     [
-        Error(-32000, "Bad Request: Server not initialized"),
+        NOT_INITIALIZED,
         Error(-32022, "Unsupported protocol version", {"supported": ["2025-06-18"]}),
         Raise(McpError(HTTP_ERROR, "HTTP 404", {"status": 404})),
         Raise(McpError(HTTP_ERROR, "HTTP 405", {"status": 405})),
@@ -293,14 +302,35 @@ async def test_auto_inline_never_falls_back_on_an_answer_or_an_outage(first: Any
     assert methods(fake) == ["tools/call"]
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        Error(-32000, "Bad Request: Server not initialized"),
+        Error(-32602, "checkout session expired; initialize a new one"),
+        Error(-32603, "unsupported protocol version of the payment gateway"),
+    ],
+    ids=["not-initialized", "session", "protocol-version"],
+)
+async def test_an_error_answering_the_request_id_is_never_taken_for_the_era(answer: Any) -> None:
+    url = "http://answers.invalid/mcp"
+    eras.forget(url)
+    fake = SessionFakeServer([answer], url=url)
+    async with Client(fake) as client:
+        with pytest.raises(McpError) as raised:
+            await client.call_tool("checkout")
+        assert client.era is None  # no verdict drawn from it: the next exchange looks again
+    assert raised.value.message == answer.message
+    assert methods(fake) == ["tools/call"]  # neither initialize nor the call sent again
+    assert eras.cached(url) is None
+
+
 async def test_a_server_that_refuses_initialize_too_gets_its_first_answer_raised() -> None:
-    first = Error(-32000, "Server not initialized")
-    fake = SessionFakeServer([first, Error(-32601, "Method not found")])
+    fake = SessionFakeServer([NOT_INITIALIZED, Error(-32601, "Method not found")])
     async with Client(fake) as client:
         with pytest.raises(McpError) as raised:
             await client.list_tools()
         assert client.era is None  # nothing settled: the next request looks again
-    assert raised.value.message == "Server not initialized"
+    assert raised.value.message == "Bad Request: Server not initialized"
 
 
 async def test_stdio_style_probe_goes_legacy_on_any_other_error() -> None:
@@ -366,9 +396,7 @@ def test_protocol_option_is_checked() -> None:
 async def test_the_verdict_is_cached_per_endpoint_and_reexamined_when_wrong() -> None:
     url = "http://legacy.invalid/mcp"
     eras.forget(url)
-    first = SessionFakeServer(
-        [Error(-32000, "Server not initialized"), initialize_result(), {"tools": []}], url=url
-    )
+    first = SessionFakeServer([NOT_INITIALIZED, initialize_result(), {"tools": []}], url=url)
     async with Client(first) as client:
         await client.list_tools()
     second = SessionFakeServer([initialize_result(), {"tools": []}], url=url + "?x=1")

@@ -609,7 +609,10 @@ class Client:
             verdict = eras.inline_verdict(answer, response.get("id") == request_id)
         if verdict == LEGACY:
             return await self._fall_back(method, body, meta, limit, version, answer)
-        self._settled_modern()
+        if verdict == MODERN:
+            self._settled_modern()
+        # No verdict: the server answered this very request (it may have run it), so the
+        # answer is the caller's, and the era is left for a later exchange to settle.
         return response
 
     async def _fall_back(
@@ -1147,6 +1150,7 @@ class Client:
         # The flow keeps the version it started with: its requestState is bound to it, so a
         # switch made meanwhile by another flow on this client must not reach its rounds.
         version = self._protocol_version
+        limit = _round_limit(self.options.request_timeout, config.round_timeout)
         rounds = 0
         backoff = 0.05
         try:
@@ -1158,7 +1162,6 @@ class Client:
                     if state is not None:
                         params["requestState"] = state
                     started = time.perf_counter()
-                    limit = config.round_timeout
                     if self._era is MODERN:
                         # `_send` and `_exchange` written out: two awaits less on every round.
                         message = self._modern_request(method, params, meta, None, version)
@@ -1498,8 +1501,18 @@ class Client:
 
 def _no_response(method: str, limit: float) -> McpError:
     return McpError(
-        REQUEST_TIMEOUT, f"{method} got no response within {limit:g} s; request cancelled"
+        REQUEST_TIMEOUT,
+        f"{method} got no response within {limit:g} s; request cancelled (each request and "
+        "each MRTR round is bounded by ClientOptions.request_timeout, by "
+        "InputRequiredConfig.round_timeout when shorter, or by request(timeout=))",
+        {"timeout": limit},
     )
+
+
+def _round_limit(request_timeout: float, round_timeout: float) -> float:
+    """The bound of one MRTR round trip: the tighter of the two options (0: no limit)."""
+    bounds = [t for t in (request_timeout, round_timeout) if t > 0]
+    return min(bounds) if bounds else 0.0
 
 
 def _accepts_on_request(transport: object) -> bool:

@@ -10,13 +10,14 @@ A recognised modern error is one only a 2026-07-28 server sends: `-32022` whose
 `data.supported` names a modern version, `-32021` with `data.requiredCapabilities`, or the
 header-mismatch `-32020`.
 
-When the first request is not a probe but an ordinary one sent in the modern shape (HTTP), a
-plain error in answer to it is the server's answer, not an era verdict; only what a legacy
-server says about the *session* counts: an HTTP 4xx without a JSON-RPC body (auth and rate
-limits aside), an error that does not answer the request's id (legacy transports reject a
-request without a session before reading it), a `-32022` that names no modern version, or
-a message about the session, initialization or the protocol version ("Missing session ID",
-"Server not initialized", "Unsupported protocol version").
+When the first request is not a probe but an ordinary one sent in the modern shape (HTTP),
+an error in answer to it shows a legacy server only when it refuses the request before any
+handler could run it: an HTTP 400, 404 or 405 without a JSON-RPC body, an error that does not
+answer the request's id (legacy transports reject a request without a session before reading
+it), or a `-32022` that names no modern version. An error that answers the request's id is the
+server's answer to it, whatever its message says ("session expired" may be the application's
+own): it goes to the caller as it is, the request is never sent again, and no verdict is drawn
+from it.
 
 The verdict belongs to the server: it is cached per origin and path for HTTP (this process's
 lifetime), and re-examined when it later proves wrong.
@@ -24,7 +25,6 @@ lifetime), and re-examined when it later proves wrong.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from ..protocol.errors import (
@@ -42,7 +42,9 @@ LEGACY: Era = "legacy"
 
 #: HTTP statuses that say nothing about the era: authorization and rate limiting.
 _NOT_ERA_STATUSES = frozenset({401, 403, 407, 429})
-_SESSION_WORDS = re.compile(r"session|initiali[sz]|protocol[ -_]?version", re.IGNORECASE)
+#: HTTP statuses (without a JSON-RPC body) with which a legacy server refuses a modern request:
+#: 400 (no session, an unknown `MCP-Protocol-Version`), 404 and 405 (an HTTP+SSE-era endpoint).
+_LEGACY_REFUSALS = frozenset({400, 404, 405})
 
 
 def is_modern_version(version: Any) -> bool:
@@ -82,26 +84,27 @@ def _http_status(error: McpError) -> int | None:
 
 def probe_verdict(error: McpError) -> Era | None:
     """The era a failed `server/discover` probe shows; None when the failure says nothing
-    about the server (an HTTP 5xx, an authorization challenge: raise it instead)."""
+    about the server (an HTTP 5xx, an authorization challenge, a redirect: raise it)."""
     if is_recognised_modern_error(error):
         return MODERN
     status = _http_status(error)
-    if status is not None and (status >= 500 or status in _NOT_ERA_STATUSES):
-        return None
+    if status is not None and (status >= 500 or status < 400 or status in _NOT_ERA_STATUSES):
+        return None  # an outage, a challenge, a redirect (never followed)
     return LEGACY
 
 
-def inline_verdict(error: McpError, answered_id: bool) -> Era:
+def inline_verdict(error: McpError, answered_id: bool) -> Era | None:
     """The era shown by an error in answer to an ordinary request sent in the modern shape
-    (`answered_id`: the error response carried the request's id)."""
+    (`answered_id`: the error response carried the request's id); None when it shows none
+    (the server's own answer to the request, or an outage)."""
     if is_recognised_modern_error(error):
         return MODERN
     status = _http_status(error)
     if status is not None:
-        return LEGACY if 400 <= status < 500 and status not in _NOT_ERA_STATUSES else MODERN
+        return LEGACY if status in _LEGACY_REFUSALS else None
     if error.code == UNSUPPORTED_PROTOCOL_VERSION or not answered_id:
         return LEGACY
-    return LEGACY if _SESSION_WORDS.search(error.message) else MODERN
+    return None
 
 
 # --- the verdict cache: per origin and path (HTTP) ----------------------------------------------

@@ -25,7 +25,8 @@ class InputRequiredConfig:
     `max_input_requests`: the most questions one round may ask (at least 1); a round asking
     more fails the call before any handler runs, so a server cannot make the client call its
     handlers (or prompt a person) thousands of times.
-    `round_timeout`: seconds to wait for the server's answer to one attempt (0 = no limit).
+    `round_timeout`: seconds to wait for the server's answer to one attempt (0 = no limit);
+    `ClientOptions.request_timeout` bounds each attempt too, and the shorter of the two wins.
     `max_total_timeout`: seconds for the whole flow, handlers included (0 = no limit).
     """
 
@@ -106,7 +107,11 @@ class ClientOptions:
     or not, the limits on rounds, questions and time).
     `on_round`: called with a `RoundInfo` after each input-required round is answered.
     `request_timeout`: seconds to wait for the answer to one request before it is cancelled
-    and fails with `REQUEST_TIMEOUT` (0: no limit); `request(..., timeout=)` overrides it.
+    and fails with `REQUEST_TIMEOUT` (0: no limit); `request(..., timeout=)` overrides it. It
+    bounds each round trip, not a whole call: each MRTR round of `call_tool`, `get_prompt` and
+    `read_resource` (with `InputRequiredConfig.round_timeout`, the shorter winning), a legacy
+    session's call with the questions the server asks during it, each poll of a task; the
+    client's own handlers between rounds are not counted (`max_total_timeout` bounds a flow).
     `protocol`: `"auto"` (the default) finds out whether the server speaks 2026-07-28 or an
     `initialize`-based revision and speaks the same; `"modern"` and `"legacy"` insist on one.
     `probe_timeout`: seconds a stdio server has to answer the `server/discover` probe before

@@ -22,7 +22,9 @@ resumed), at most `max_reissues` times; anything else, a `tools/call` above all,
 
 An HTTP error whose body is a JSON-RPC error response is returned as that error; any other
 HTTP error raises `McpError(HTTP_ERROR)` naming the status and, for a 401 or 403, the
-server's `WWW-Authenticate` challenge. A successful status whose body is not a JSON-RPC
+server's `WWW-Authenticate` challenge. Redirects are never followed (a 307 would re-send the
+body and the caller's headers to another origin): a 3xx raises `McpError(HTTP_ERROR)` naming
+its `Location`. A successful status whose body is not a JSON-RPC
 response raises `McpError(PROTOCOL_VIOLATION)`.
 
 Legacy servers (2025-03-26 to 2025-11-25) are spoken to the way their revision asks, from the
@@ -269,11 +271,11 @@ class HTTPTransport:
         headers = legacy.headers if legacy is not None else self._headers_for(message)
         try:
             async with session.post(
-                self.url, data=orjson.dumps(message), headers=headers
+                self.url, data=orjson.dumps(message), headers=headers, allow_redirects=False
             ) as response:
                 if response.status == 404 and legacy is not None and legacy.session_id:
                     raise self._session_expired(legacy, str(message.get("method")))
-                if response.status >= 400:
+                if response.status >= 300:
                     body = await response.read()
                     raise _http_error(response, body, str(message.get("method")))
         except aiohttp.ClientError as exc:
@@ -363,7 +365,7 @@ class HTTPTransport:
         try:
             with Deadline(limit) if limit is not None else _UNBOUNDED:
                 async with session.post(
-                    self.url, data=orjson.dumps(message), headers=headers
+                    self.url, data=orjson.dumps(message), headers=headers, allow_redirects=False
                 ) as response:
                     status = response.status
                     if status == 404 and legacy is not None and legacy.session_id is not None:
@@ -409,6 +411,8 @@ class HTTPTransport:
         a legacy session resumes if it breaks), or the McpError it amounts to."""
         content_type = response.content_type
         status = response.status
+        if 300 <= status < 400:
+            raise _http_error(response, b"", method)
         if content_type == _SSE and status == 200:
             return await self._read_stream(response, method, expect, legacy)
         declared = response.content_length
@@ -532,7 +536,9 @@ class HTTPTransport:
             before = cursor.progress
             try:
                 async with session.get(
-                    self.url, headers=legacy.stream_headers(cursor.last_event_id)
+                    self.url,
+                    headers=legacy.stream_headers(cursor.last_event_id),
+                    allow_redirects=False,
                 ) as response:
                     status = response.status
                     if status == 404 and legacy.session_id is not None:
@@ -655,10 +661,12 @@ class HTTPTransport:
             return
         try:
             async with asyncio.timeout(_CLOSE_WAIT):
-                async with session.delete(self.url, headers=legacy.headers) as response:
+                async with session.delete(
+                    self.url, headers=legacy.headers, allow_redirects=False
+                ) as response:
                     if response.status == 405:
                         logger.debug("the server does not let clients end sessions (405)")
-                    elif response.status >= 400 and response.status != 404:
+                    elif response.status >= 300 and response.status != 404:
                         logger.info("ending the session: HTTP %d", response.status)
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             logger.info("could not end the session at %s: %s", self.url, exc)
@@ -691,7 +699,9 @@ class HTTPTransport:
                 before = cursor.progress
                 try:
                     async with session.get(
-                        self.url, headers=legacy.stream_headers(cursor.last_event_id)
+                        self.url,
+                        headers=legacy.stream_headers(cursor.last_event_id),
+                        allow_redirects=False,
                     ) as response:
                         opened.set()
                         status = response.status
@@ -778,12 +788,15 @@ class HTTPTransport:
         try:
             with Deadline(self._timeout if self._timeout > 0 else _CLOSE_WAIT):
                 async with session.post(
-                    self.url, data=orjson.dumps(message), headers=legacy.headers
+                    self.url,
+                    data=orjson.dumps(message),
+                    headers=legacy.headers,
+                    allow_redirects=False,
                 ) as response:
                     if response.status == 404 and legacy.session_id is not None:
                         self._session_expired(legacy, what)
                         logger.info("could not send %s: the session expired", what)
-                    elif response.status >= 400:
+                    elif response.status >= 300:
                         body = await self._read_body(response, what)
                         logger.warning(
                             "the server refused %s: HTTP %d %s", what, response.status, _text(body)
@@ -972,6 +985,8 @@ def _text(body: bytes) -> str:
 def _http_error(response: aiohttp.ClientResponse, body: bytes, method: str) -> McpError:
     if response.status == 202:
         return McpError(HTTP_ERROR, f"{method}: the server answered 202 Accepted, with no response")
+    if 300 <= response.status < 400:
+        return _redirected(response, method)
     snippet = _snippet(body)
     message = (
         f"{method}: HTTP {response.status} {response.reason or ''}".rstrip()
@@ -985,6 +1000,20 @@ def _http_error(response: aiohttp.ClientResponse, body: bytes, method: str) -> M
         message += f" (WWW-Authenticate: {_snippet(challenge.encode())})"
         data["wwwAuthenticate"] = challenge
     return McpError(HTTP_ERROR, message, data)
+
+
+def _redirected(response: aiohttp.ClientResponse, method: str) -> McpError:
+    """A redirect, never followed: it would carry the request and the caller's headers (an
+    API key, say) to wherever the server points."""
+    location = response.headers.get("Location")
+    where = _snippet(location.encode()) if location else "no Location"
+    return McpError(
+        HTTP_ERROR,
+        f"{method}: HTTP {response.status} from {response.url} redirects to {where}; MCP "
+        "requests do not follow redirects (the request and its headers would go there too): "
+        "if that address is the server's, connect to it directly",
+        {"status": response.status, "location": location[:2000] if location else None},
+    )
 
 
 def _not_jsonrpc(response: aiohttp.ClientResponse, body: bytes, method: str) -> McpError:

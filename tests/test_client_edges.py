@@ -1,0 +1,148 @@
+"""The client at its edges, against real servers on loopback: an error that talks about a
+session is the tool's answer (never an era verdict that sends the call again);
+`request_timeout` bounds each round of a call; a redirect is never followed."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from mrtr import Client, ClientOptions
+from mrtr.client import era as eras
+from mrtr.client.options import Protocol
+from mrtr.protocol.errors import HTTP_ERROR, INVALID_PARAMS, REQUEST_TIMEOUT, McpError
+from transport_flow import serve
+
+SCRIPT = Path(__file__).resolve().parent / "servers" / "edge_server.py"
+_spec = importlib.util.spec_from_file_location("edge_server", SCRIPT)
+assert _spec is not None and _spec.loader is not None
+edges = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(edges)
+
+
+async def test_a_first_call_whose_tool_fails_about_a_session_runs_once() -> None:
+    edges.runs.clear()
+    async with serve(edges.server.asgi_app()) as base:
+        url = f"{base}/mcp"
+        async with Client.http(url) as client:
+            with pytest.raises(McpError) as raised:
+                await client.call_tool("checkout", {"cart": "c1"})
+            assert client.era is None  # the tool's answer says nothing about the era
+            assert eras.cached(url) is None
+            assert edges.runs["checkout"] == 1
+            # The next exchange settles the era from a plain answer.
+            await client.list_tools()
+            assert client.era == "modern"
+    assert raised.value.code == INVALID_PARAMS
+    assert "checkout session for cart c1 expired" in raised.value.message
+    assert edges.runs["checkout"] == 1
+
+
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
+async def test_request_timeout_bounds_each_round_of_call_tool(protocol: Protocol) -> None:
+    edges.runs.clear()
+    options = ClientOptions(request_timeout=0.5, protocol=protocol)
+    sleep = 20.0  # the tool's sleep: the call must end long before it
+    async with serve(edges.server.asgi_app()) as base:
+        client = Client.http(f"{base}/mcp", options=options)
+        async with client:
+            await client.list_tools()  # the era settled: the call takes the usual path
+            started = time.monotonic()
+            with pytest.raises(McpError) as raised:
+                await client.call_tool("dawdle", {"seconds": sleep})
+            elapsed = time.monotonic() - started
+    assert raised.value.code == REQUEST_TIMEOUT
+    assert "within 0.5 s" in raised.value.message
+    assert "ClientOptions.request_timeout" in raised.value.message
+    assert elapsed < sleep / 2  # bounded by the option, not by the tool
+    assert edges.runs["dawdle"] == 1
+
+
+# --- redirects --------------------------------------------------------------------------------
+
+
+class Recorder:
+    """An ASGI app that records every request it gets and answers each with `reply`."""
+
+    def __init__(self, reply: Callable[[str, str], tuple[int, list[tuple[bytes, bytes]], bytes]]):
+        self.reply = reply
+        self.hits: list[tuple[str, dict[str, str]]] = []
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            event = await receive()
+            body += event.get("body", b"")
+            if not event.get("more_body"):
+                break
+        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        self.hits.append((scope["method"], headers))
+        status, extra, content = self.reply(scope["method"], body.decode())
+        await send({"type": "http.response.start", "status": status, "headers": extra})
+        await send({"type": "http.response.body", "body": content})
+
+
+def elsewhere() -> Recorder:
+    """The origin a redirect points at: it must never be contacted."""
+    return Recorder(lambda method, body: (200, [(b"content-type", b"application/json")], b"{}"))
+
+
+@pytest.mark.parametrize("status", [307, 308])
+async def test_a_redirect_on_an_mcp_request_is_never_followed(status: int) -> None:
+    other = elsewhere()
+    async with serve(other) as other_base:
+        target = f"{other_base}/mcp"
+        moved = Recorder(lambda method, body: (status, [(b"location", target.encode())], b""))
+        async with serve(moved) as base:
+            client = Client.http(f"{base}/mcp", headers={"X-Api-Key": "k-123"})
+            async with client:
+                with pytest.raises(McpError) as raised:
+                    await client.call_tool("pay", {"amount": 5})
+    assert other.hits == []  # neither the body nor the key went to the other origin
+    assert [method for method, _ in moved.hits] == ["POST"]
+    assert raised.value.code == HTTP_ERROR
+    assert f"HTTP {status}" in raised.value.message
+    assert f"redirects to {target}" in raised.value.message
+    assert raised.value.data == {"status": status, "location": target}
+
+
+async def test_a_legacy_session_follows_no_redirect_on_post_get_or_delete() -> None:
+    other = elsewhere()
+    async with serve(other) as other_base:
+        target = f"{other_base}/mcp".encode()
+
+        def reply(method: str, body: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+            if method == "POST" and '"initialize"' in body:
+                result = {
+                    "jsonrpc": "2.0",
+                    "id": orjson.loads(body)["id"],
+                    "result": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "moving", "version": "1"},
+                    },
+                }
+                json = [(b"content-type", b"application/json"), (b"mcp-session-id", b"s-1")]
+                return 200, json, orjson.dumps(result)
+            if method == "POST" and '"notifications/initialized"' in body:
+                return 202, [], b""
+            return 307, [(b"location", target)], b""
+
+        moved = Recorder(reply)
+        options = ClientOptions(protocol="legacy")
+        async with serve(moved) as base:
+            client = Client.http(f"{base}/mcp", headers={"X-Api-Key": "k-123"}, options=options)
+            async with client:
+                with pytest.raises(McpError) as raised:
+                    await client.list_tools()
+    assert other.hits == []
+    assert {method for method, _ in moved.hits} == {"POST", "GET", "DELETE"}
+    assert raised.value.code == HTTP_ERROR and "redirects to" in raised.value.message
