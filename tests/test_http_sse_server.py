@@ -17,7 +17,7 @@ import pytest
 import pytest_asyncio
 from mcp.client.sse import sse_client
 
-from mrtr import RequestContext, Server, ServerOptions
+from mrtr import AccessToken, AuthSettings, RequestContext, Server, ServerOptions
 from mrtr.server.budgets import Budgets
 from mrtr.transport.http_server import StreamableHTTPApp
 from transport_flow import GUARD, serve
@@ -176,3 +176,39 @@ async def test_the_transport_can_be_turned_off() -> None:
     app = StreamableHTTPApp(build_server(), sse_path=None)
     async with serve(app) as base, httpx.AsyncClient(timeout=GUARD) as http:
         assert (await http.get(base + "/sse")).status_code == 404
+
+
+class Tokens:
+    """Accepts the one token `good`, for the subject ada (a verifier of the server's own)."""
+
+    async def verify(self, token: str) -> AccessToken | None:
+        return AccessToken(subject="ada", client_id="app") if token == "good" else None
+
+
+async def test_a_protected_server_asks_a_token_on_the_stream_and_on_posts() -> None:
+    server = build_server(
+        auth=AuthSettings(
+            resource="http://127.0.0.1/mcp",
+            authorization_servers=["https://as.example"],
+            verifier=Tokens(),
+        )
+    )
+    app = StreamableHTTPApp(server)
+    good = {"authorization": "Bearer good"}
+    async with serve(app) as base, httpx.AsyncClient(timeout=GUARD) as http:
+        refused = await http.get(base + "/sse")
+        assert refused.status_code == 401
+        assert "resource_metadata" in refused.headers["www-authenticate"]
+        assert (
+            await http.get(base + "/sse", headers={"authorization": "Bearer bad"})
+        ).status_code == 401
+        async with http.stream("GET", base + "/sse", headers=good) as stream:
+            assert stream.status_code == 200
+            lines = stream.aiter_lines()
+            assert await anext(lines) == "event: endpoint"
+            endpoint_url = (await anext(lines)).removeprefix("data: ")
+            assert (await http.post(base + endpoint_url, json=INITIALIZE)).status_code == 401
+            taken = await http.post(base + endpoint_url, json=INITIALIZE, headers=good)
+            assert taken.status_code == 202
+        await wait_for_no_stream(app)
+        app.close()
