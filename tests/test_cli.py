@@ -720,3 +720,42 @@ def test_serve_http_and_call_it() -> None:
     assert process.returncode == 0
     assert f"serving 'cli-test-server' over Streamable HTTP at {url}" in err
     assert "Traceback" not in err
+
+
+def test_serve_http_sse_beside_streamable_http_and_call_it_there() -> None:
+    # `mrtr call` on a URL that is neither /mcp nor /sse: its initialize POST is refused
+    # (400), and the GET of the same URL finds the HTTP+SSE transport `--sse-path` moved there.
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mrtr.cli", "serve", str(SERVER_FILE), "--transport", "http",
+         "--port", str(port), "--sse-path", "/events"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}/events"
+        for _ in range(100):  # until the server listens (bounded)
+            done = run_cli("call", "--json", url, "add", "a=2", "b=40")
+            if "cannot connect" not in done.stderr:
+                break
+            time.sleep(0.1)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["structuredContent"] == {"result": 42}
+        unknown = run_cli("call", url, "nope")
+        assert unknown.returncode == 1
+        assert "nope" in unknown.stderr
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=TIMEOUT)
+    assert process.returncode == 0
+    assert "(HTTP+SSE at /events)" in err
+    assert "Traceback" not in err
+
+
+def test_serve_refuses_sse_flags_where_they_cannot_work() -> None:
+    done = run_cli("serve", str(SERVER_FILE), "--sse-path", "/events")
+    assert done.returncode == 2
+    assert "--transport http only" in done.stderr
+    done = run_cli("serve", str(SERVER_FILE), "--transport", "http", "--sse-path", "events")
+    assert done.returncode == 2
+    assert "starting with /" in done.stderr

@@ -149,6 +149,14 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
         help="with http, N processes sharing the port (default 1); more than 1 needs a "
         "request-state key shared by all (MRTR_REQUEST_STATE_KEY or _FILE)",
     )
+    sse = serve.add_mutually_exclusive_group()
+    sse.add_argument(
+        "--sse-path",
+        metavar="PATH",
+        help="with http, where the 2024-11-05 HTTP+SSE transport is served beside Streamable "
+        "HTTP, for older clients (default /sse; off with --workers above 1)",
+    )
+    sse.add_argument("--no-sse", action="store_true", help="with http, serve no HTTP+SSE transport")
     limits = serve.add_argument_group("HTTP limits (with --transport http)")
     for flag, seconds, default, text in _HTTP_LIMITS:
         limits.add_argument(
@@ -339,6 +347,17 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from_env.pop("host", None)
     from_env.pop("port", None)
     limits = from_env  # flags win over MRTR_* variables
+    if args.sse_path is not None or args.no_sse:
+        if args.transport != "http":
+            parser.error("--sse-path and --no-sse apply to --transport http only")
+        if args.sse_path is not None and not args.sse_path.startswith("/"):
+            parser.error(f"--sse-path {args.sse_path}: give a path starting with /")
+        if args.sse_path is not None and (workers or 1) > 1:
+            parser.error(
+                "--sse-path needs one process: with --workers the POSTs of an HTTP+SSE "
+                "session could reach a worker other than the one holding its stream"
+            )
+        limits["sse_path"] = None if args.no_sse else args.sse_path
     for flag, *_ in _HTTP_LIMITS:
         name = flag[2:].replace("-", "_")
         value = getattr(args, name)

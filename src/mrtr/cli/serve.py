@@ -219,8 +219,10 @@ def serve(
         port = 8000 if port is None else port
         http_options.setdefault("log_level", log_level)  # uvicorn's own loggers too
         shown = f"[{host}]" if ":" in host else host
+        sse_path = http_options.get("sse_path", "/sse") if workers == 1 else None
         print(
             f"mrtr: serving {server.name!r} over Streamable HTTP at http://{shown}:{port}/mcp"
+            + (f" (HTTP+SSE at {sse_path})" if sse_path else "")
             + (f" with {workers} worker processes" if workers > 1 else ""),
             file=sys.stderr,
             flush=True,

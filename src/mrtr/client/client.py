@@ -244,7 +244,8 @@ class Client:
         auth: OAuth | None = None,
         **kwargs: Any,
     ) -> Client:
-        """A client for a Streamable HTTP endpoint (`http://host:port/mcp`).
+        """A client for a Streamable HTTP endpoint (`http://host:port/mcp`), or an HTTP+SSE
+        one of 2024-11-05 (`http://host:port/sse`, or found when `initialize` is refused).
 
         `connect_attempts`: how many times a request whose connection is refused (so nothing
         was sent) is tried, with a short backoff, before it fails. `auth`: authorization for a
@@ -563,7 +564,7 @@ class Client:
             self._era = MODERN
         elif (
             mode == "legacy"
-            or getattr(self.transport, "era_probe", "inline") == "discover"
+            or getattr(self.transport, "era_probe", "inline") in ("discover", "legacy")
             or eras.cached(self._era_key) == LEGACY
         ):
             await self._settle()
@@ -663,7 +664,11 @@ class Client:
         async with self._era_lock:
             if self._era is not None:
                 return
-            if self.options.protocol == "legacy":
+            if self.options.protocol == "legacy" or (
+                self.options.protocol == "auto"
+                and getattr(self.transport, "era_probe", None) == "legacy"
+            ):
+                # A transport that carries legacy sessions only (HTTP+SSE): nothing to probe.
                 await self._open_legacy()
                 return
             if self.options.protocol == "modern":

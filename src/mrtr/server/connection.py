@@ -31,13 +31,24 @@ logger = logging.getLogger("mrtr.server")
 
 #: Writes one outgoing message (a response or a notification) to the stream.
 Send = Callable[[dict[str, Any]], Awaitable[None]]
+#: Makes the connection's legacy session, given its channel to the client.
+SessionFactory = Callable[[Send], LegacySession]
 
 
 class ServerConnection:
     """Feeds incoming messages to a `Server` and writes what it answers."""
 
-    def __init__(self, server: Server, send: Send, transport_info: Any = None) -> None:
+    def __init__(
+        self,
+        server: Server,
+        send: Send,
+        transport_info: Any = None,
+        new_session: SessionFactory = LegacySession,
+    ) -> None:
+        """`new_session` makes the session the first `initialize` opens (a transport that
+        names its sessions itself, or binds them to a caller, passes its own)."""
         self.server = server
+        self._new_session = new_session
         self._send = send
         self._transport_info = transport_info
         self._tasks: dict[jsonrpc.RequestId, asyncio.Task[None]] = {}
@@ -73,7 +84,7 @@ class ServerConnection:
                 return
             session = self.session
             if session is None and message["method"] == "initialize" and self.server.serves_legacy:
-                session = self.session = LegacySession(self._send)
+                session = self.session = self._new_session(self._send)
             task = start_task(self._run(message, session))
             if not task.done():  # done already: answered in its first step
                 self._tasks[request_id] = task

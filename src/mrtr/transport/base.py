@@ -27,7 +27,8 @@ Optional hooks, looked up with `getattr` (a transport, or a test double, may lac
 * `era_probe: str`: how to find out the server's era in `protocol="auto"` mode. `"discover"`
   (stdio): send `server/discover` before anything else, as the stdio binding asks. Absent or
   `"inline"` (HTTP, in-memory): the first request goes out in the modern shape and its answer
-  decides.
+  decides. `"legacy"` (HTTP+SSE, 2024-11-05): the transport carries `initialize`-based
+  sessions only, so the client opens one without probing.
 * `url`: where the server is (HTTP); the era verdict is cached per origin and path.
 * `async request_within(message, limit: float) -> dict`: `request`, bounded as a whole by
   `limit` seconds (0: no bound), raising `TimeoutError` past it. The client sends every

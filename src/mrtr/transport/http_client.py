@@ -37,6 +37,11 @@ time the server named, a GET with `Last-Event-ID` takes the rest of it (a bounde
 times in a row without progress), and events it replays are delivered once. A 404 on a request
 carrying the session id raises `McpError(SESSION_EXPIRED)`, and the session is forgotten so
 the next `initialize` opens a new one.
+
+Servers that speak only the HTTP+SSE transport of 2024-11-05 are found as the spec's backwards
+compatibility asks: an `initialize` POST answered 400, 404 or 405 is followed by a `GET` of the
+same URL, and an event stream whose first event is `endpoint` makes the rest of the exchange go
+over that transport (`http_sse_client.py`); a URL whose path ends in `/sse` goes there at once.
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ from ..protocol.versions import LATEST_PROTOCOL_VERSION
 from . import headers as mcp_headers
 from .base import MAX_MESSAGE_SIZE, NotificationHandler, RequestHandler
 from .http_session import SESSION_ID, HTTPSession, StreamCursor, visible_ascii
+from .http_sse_client import OLD_TRANSPORT_STATUSES, SSEClientSession
 from .sse import SSEDecoder, SSEError, SSEEventTooLarge, SSEFrame
 
 if TYPE_CHECKING:
@@ -194,6 +200,17 @@ class HTTPTransport:
         self._tool_headers: dict[str, tuple[mcp_headers.HeaderParam, ...]] = {}
         self._own_ids = itertools.count(1)
         self._header_cache: dict[tuple[Any, Any, Any], CIMultiDict[str]] = {}
+        #: The server speaks the HTTP+SSE transport (2024-11-05): a URL ending in `/sse`,
+        #: or found by the backwards-compatibility procedure.
+        self.old_transport = self.url.path.rstrip("/").endswith("/sse")
+        #: The HTTP+SSE session, while one is open.
+        self._sse: SSEClientSession | None = None
+        self._initialize_status: int | None = None  # of the last initialize POST
+
+    @property
+    def era_probe(self) -> str:
+        """`"legacy"` for an HTTP+SSE server (it speaks 2024-11-05 only), else `"inline"`."""
+        return "legacy" if self.old_transport else "inline"
 
     # --- ClientTransport ---------------------------------------------------------------------
 
@@ -218,6 +235,9 @@ class HTTPTransport:
         still streaming)."""
         if self._legacy is not None:
             await self.end_legacy_session()
+        sse, self._sse = self._sse, None
+        if sse is not None:
+            await sse.close()
         session, self._session = self._session, None
         if session is not None:
             await session.close()
@@ -243,6 +263,8 @@ class HTTPTransport:
     async def _handle(self, message: dict[str, Any], bounded: bool) -> dict[str, Any]:
         """`request`; `bounded`: the caller bounds it within `timeout` (`request_within`)."""
         method = message.get("method")
+        if method == "initialize" or self._sse is not None:
+            return await self._old_transport_aware(message, bounded)
         legacy = self._legacy
         if legacy is not None and method != "initialize":
             # No tool-header bookkeeping: those headers are 2026-07-28 only.
@@ -264,8 +286,73 @@ class HTTPTransport:
             response = await self._retry_with_fresh_headers(message, response)
         return response
 
+    async def _old_transport_aware(self, message: dict[str, Any], bounded: bool) -> dict[str, Any]:
+        """`initialize`, and any request of an HTTP+SSE session: the backwards-compatibility
+        procedure (a 400, 404 or 405 on the `initialize` POST, then a GET) decides whether
+        the server speaks the HTTP+SSE transport of 2024-11-05."""
+        if message.get("method") != "initialize":
+            sse = self._sse
+            if sse is None or sse.closed:
+                raise McpError(
+                    SESSION_EXPIRED,
+                    f"{message.get('method')}: the HTTP+SSE session at {self.url} ended; a new "
+                    "session must be initialized",
+                )
+            return await sse.request(message)
+        if self.old_transport:
+            sse = await self._open_sse(required=True)
+            assert sse is not None  # required: raised otherwise
+            return await sse.request(message)
+        self._initialize_status = None
+        try:
+            response = await self._request(message, bounded)
+        except McpError:
+            if self._initialize_status not in OLD_TRANSPORT_STATUSES:
+                raise
+            sse = await self._open_sse(required=False)
+            if sse is None:
+                raise
+            return await sse.request(message)
+        if "error" in response and self._initialize_status in OLD_TRANSPORT_STATUSES:
+            sse = await self._open_sse(required=False)
+            if sse is not None:
+                return await sse.request(message)
+        return response
+
+    async def _open_sse(self, *, required: bool) -> SSEClientSession | None:
+        """A new HTTP+SSE session at the URL (ending the one before); None, unless
+        `required`, when the URL serves no event stream."""
+        old, self._sse = self._sse, None
+        if old is not None:
+            await old.close()
+        sse = await SSEClientSession.open(
+            self._require_session(),
+            self.url,
+            self._base_headers,
+            self._timeout,
+            self.max_message_size,
+            self._on_notification,
+            self._on_request,
+        )
+        if sse is None:
+            if required:
+                raise McpError(
+                    HTTP_ERROR,
+                    f"initialize: {self.url} ends in /sse but serves no event stream to GET; "
+                    "give the server's Streamable HTTP URL (often /mcp) instead",
+                )
+            return None
+        if not self.old_transport:
+            logger.info("%s speaks the HTTP+SSE transport (2024-11-05); using it", self.url)
+        self.old_transport = True
+        self._sse = sse
+        return sse
+
     async def notify(self, message: dict[str, Any]) -> None:
         """POST one notification (the server answers 202 Accepted)."""
+        if self._sse is not None:
+            await self._sse.notify(message)
+            return
         session = self._require_session()
         legacy = self._legacy
         headers = legacy.headers if legacy is not None else self._headers_for(message)
@@ -371,6 +458,7 @@ class HTTPTransport:
                     if status == 404 and legacy is not None and legacy.session_id is not None:
                         raise self._session_expired(legacy, method)
                     if method == "initialize":
+                        self._initialize_status = status
                         session_id = _session_id_of(response) if 200 <= status < 300 else None
                         answer = await self._answer_in(response, method, expect, legacy)
                         self._open_session(answer, session_id)
@@ -632,7 +720,9 @@ class HTTPTransport:
     async def start_legacy_session(self, protocol_version: str) -> None:
         """After a successful `initialize`: send the negotiated version and the session id on
         every later message, and open the standalone GET stream (a 405 means the server offers
-        none, which is fine)."""
+        none, which is fine). An HTTP+SSE session needs none of it: its stream is open."""
+        if self._sse is not None:
+            return
         legacy = self._legacy
         if legacy is None:  # the initialize answer was not seen here: a session without an id
             legacy = self._legacy = HTTPSession(self._base_headers, None, protocol_version)
@@ -651,7 +741,11 @@ class HTTPTransport:
 
     async def end_legacy_session(self) -> None:
         """End the legacy session: stop its streams and send DELETE with its id (a 405 means
-        the server does not let clients end sessions, which is fine); then forget it."""
+        the server does not let clients end sessions, which is fine); then forget it. An
+        HTTP+SSE session ends by closing its stream."""
+        sse, self._sse = self._sse, None
+        if sse is not None:
+            await sse.close()
         legacy, self._legacy = self._legacy, None
         if legacy is None:
             return

@@ -90,6 +90,7 @@ from .http_responses import (
     send_json,
     status_of,
 )
+from .http_sse import DEFAULT_MAX_STREAMS, SSESessions
 from .sse import KEEPALIVE, encode_event
 
 if TYPE_CHECKING:
@@ -181,6 +182,11 @@ class StreamableHTTPApp:
     one is refused, none ended; `session_buffer_bytes` bounds the events each keeps for
     redelivery; `sse_retry` is the seconds a client waits before it resumes a stream the server
     ended early.
+
+    The HTTP+SSE transport of 2024-11-05 (`http_sse.py`), for clients that predate Streamable
+    HTTP: `GET sse_path` opens a session's stream and `POST sse_path?session_id=...` carries
+    its messages, under the same checks (None turns it off). `max_sse_streams` bounds the
+    streams open at once.
     """
 
     def __init__(
@@ -197,8 +203,23 @@ class StreamableHTTPApp:
         max_sessions: int = 1000,
         session_buffer_bytes: int = 1024 * 1024,
         sse_retry: float = 1.0,
+        sse_path: str | None = "/sse",
+        max_sse_streams: int = DEFAULT_MAX_STREAMS,
     ) -> None:
         check_body_sizes(max_body_size, max_inflight_body_bytes)
+        if sse_path is not None and sse_path == path:
+            raise ValueError(f"sse_path {sse_path!r} is the Streamable HTTP path; give another")
+        #: The HTTP+SSE sessions of `sse_path` (None: that transport is off).
+        self.sse = (
+            None
+            if sse_path is None
+            else SSESessions(
+                server,
+                sse_path,
+                max_streams=max_sse_streams,
+                keepalive_interval=keepalive_interval,
+            )
+        )
         self.server = server
         #: The legacy sessions of this endpoint.
         self.sessions = LegacySessions(
@@ -278,14 +299,26 @@ class StreamableHTTPApp:
         legacy sessions end (at shutdown)."""
         self.server.close_subscriptions()
         self.sessions.close()
+        if self.sse is not None:
+            self.sse.close()
 
     # --- one HTTP request ----------------------------------------------------------------
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        sse = self.sse
         # OAuth (`ServerOptions.auth`): metadata, bearer token, required scopes; both eras.
-        if self._auth is not None and not await self._auth.admit(
-            scope, send, self._route(scope), self.path
+        if self._auth is not None:
+            route = self._route(scope)
+            endpoint = sse.path if sse is not None and route == sse.path else self.path
+            if not await self._auth.admit(scope, send, route, endpoint):
+                return
+        if (
+            sse is not None
+            and scope["path"].endswith(sse.path)
+            and self._route(scope) == sse.path
+            and self.server.serves_legacy
         ):
+            await self._sse_request(scope, receive, send, sse)
             return
         path = self.path
         if (
@@ -382,6 +415,70 @@ class StreamableHTTPApp:
         if self._hosts is not None and not self._host_allowed(headers.get(b"host")):
             return "Forbidden: this Host is not allowed"
         return None
+
+    async def _sse_request(
+        self, scope: Scope, receive: Receive, send: Send, sse: SSESessions
+    ) -> None:
+        """A request of the HTTP+SSE transport: the checks every request passes, then
+        `http_sse.py`."""
+        method = scope["method"]
+        if method not in ("GET", "POST"):
+            await reject(
+                send,
+                405,
+                INVALID_REQUEST,
+                f"Method Not Allowed: {sse.path} takes GET (the SSE stream) and POST (its "
+                f"messages), not {method}",
+                extra=[(b"allow", b"GET, POST")],
+            )
+            return
+        headers: dict[bytes, bytes] = dict(scope["headers"])
+        forbidden = self._forbidden(headers)
+        if forbidden is not None:
+            await reject(send, 403, INVALID_REQUEST, forbidden)
+            return
+        if method == "GET":
+            accept = headers.get(b"accept")
+            if accept is not None and not self._accepts(accept)[1]:
+                await reject(
+                    send,
+                    406,
+                    INVALID_REQUEST,
+                    "Not Acceptable: the stream is text/event-stream, which the Accept header "
+                    "does not allow",
+                )
+                return
+            await sse.open(scope, receive, send)
+            return
+        content_type = headers.get(b"content-type")
+        if content_type is None or not self._is_json_type(content_type):
+            await reject(
+                send,
+                415,
+                INVALID_REQUEST,
+                "Unsupported Media Type: send the JSON-RPC message as application/json",
+            )
+            return
+        body = await self._read_body(headers, receive, send)
+        if body is None:
+            return
+        try:
+            try:
+                message = jsonrpc.loads(body)
+            except McpError as exc:
+                await answer(send, 400, jsonrpc.error_response(None, exc))
+                return
+            if (
+                self._auth is not None
+                and isinstance(message, dict)
+                and isinstance(message.get("method"), str)
+                and jsonrpc.is_valid_id(message.get("id"))
+                and await self._auth.refuse_call(message, scope, send)
+            ):
+                return  # a tool's own scopes, as on Streamable HTTP
+            await sse.post(scope, send, message)
+        finally:
+            self.inflight_body_bytes -= len(body)
 
     async def _legacy_stream(
         self, scope: Scope, receive: Receive, send: Send, headers: dict[bytes, bytes]
@@ -966,6 +1063,8 @@ async def serve_http(
     max_sessions: int = 1000,
     session_buffer_bytes: int = 1024 * 1024,
     sse_retry: float = 1.0,
+    sse_path: str | None = "/sse",
+    max_sse_streams: int = DEFAULT_MAX_STREAMS,
     **uvicorn_kwargs: Any,
 ) -> None:
     """Serve `server` over Streamable HTTP with uvicorn until stopped (Ctrl-C, SIGTERM).
@@ -977,7 +1076,8 @@ async def serve_http(
     first raised toward the hard one), `max_header_size` bytes of headers (431), and
     `max_inflight_body_bytes` of request bodies in progress at once (503 with `Retry-After`).
     Legacy sessions: `session_idle_timeout`, `max_sessions`, `session_buffer_bytes` and
-    `sse_retry`, as `StreamableHTTPApp` takes them.
+    `sse_retry`, and the HTTP+SSE transport: `sse_path` and `max_sse_streams`, as
+    `StreamableHTTPApp` takes them.
 
     uvicorn picks uvloop and httptools when they are installed. Other keyword arguments go to
     `uvicorn.Config` (access logging is off unless `access_log=True`; `http` may name "h11" or
@@ -1010,6 +1110,8 @@ async def serve_http(
         max_sessions=max_sessions,
         session_buffer_bytes=session_buffer_bytes,
         sse_retry=sse_retry,
+        sse_path=sse_path,
+        max_sse_streams=max_sse_streams,
     )
     uvicorn_kwargs.setdefault("access_log", False)
     uvicorn_kwargs["ws"] = "none"
@@ -1033,7 +1135,8 @@ async def serve_http(
 
 _APP_KEYWORDS = frozenset(
     ("path", "allowed_origins", "allowed_hosts", "max_body_size", "keepalive_interval",
-     "session_idle_timeout", "max_sessions", "session_buffer_bytes", "sse_retry")
+     "session_idle_timeout", "max_sessions", "session_buffer_bytes", "sse_retry", "sse_path",
+     "max_sse_streams")
 )  # fmt: skip
 _LIMIT_KEYWORDS = frozenset(
     ("header_timeout", "body_timeout", "keep_alive", "max_connections", "max_header_size",
@@ -1048,7 +1151,8 @@ _worker: tuple[StreamableHTTPApp, type[asyncio.Protocol]] | None = None
 def worker_app(server: Server, **options: Any) -> StreamableHTTPApp:
     """The app of one uvicorn worker process, bounded as `serve_http` bounds its own.
 
-    `options` are `serve_http`'s keywords (the app's and the connection limits). Load it from
+    `options` are `serve_http`'s keywords (the app's and the connection limits; HTTP+SSE is
+    off unless `sse_path` is given, as a session's POSTs may reach another worker). Load it from
     an app factory and name `worker_protocol` as uvicorn's `http` (with `ws="none"` and
     `timeout_keep_alive` equal to `keep_alive`): each connection of the worker then gets the
     limits. The server's lifespan runs with the ASGI lifespan of each worker.
@@ -1062,10 +1166,12 @@ def worker_app(server: Server, **options: Any) -> StreamableHTTPApp:
         limit.get("max_connections", DEFAULT_MAX_CONNECTIONS), raise_open_files_limit()
     )
     limits = HTTPLimits(**limit)
+    app_options = {name: value for name, value in options.items() if name in _APP_KEYWORDS}
+    # Workers share one port: the POSTs of an HTTP+SSE session would reach any of them, not
+    # the one holding its stream, so that transport is off unless a caller insists.
+    app_options.setdefault("sse_path", None)
     app = StreamableHTTPApp(
-        server,
-        max_inflight_body_bytes=limits.max_inflight_body_bytes,
-        **{name: value for name, value in options.items() if name in _APP_KEYWORDS},
+        server, max_inflight_body_bytes=limits.max_inflight_body_bytes, **app_options
     )
     app.freeze_heap_on_start = True  # a worker process is ours, as `serve_http`'s is
     guarded = guarded_protocol(limits)

@@ -33,6 +33,12 @@ def encode_event(data: bytes) -> bytes:
     return b"data: " + data + b"\n\n"
 
 
+def encode_named_event(event: str, data: bytes) -> bytes:
+    """Frame one message as an SSE event of type `event` (the HTTP+SSE transport of
+    2024-11-05 names its events: `endpoint`, then `message`). `data` holds no newline."""
+    return b"event: " + event.encode("ascii") + b"\ndata: " + data + b"\n\n"
+
+
 def encode_event_with_id(data: bytes, event_id: str) -> bytes:
     """Frame one message as an SSE event with an `id:`, so the stream can be resumed from it
     (legacy Streamable HTTP). `event_id` is printable ASCII without newlines."""
