@@ -19,6 +19,8 @@ from ..server.lifespan import LifespanError
 from ..settings import LOG_LEVELS
 from ..transport.http_limits import (
     DEFAULT_BODY_TIMEOUT,
+    DEFAULT_DRAIN_GRACE,
+    DEFAULT_DRAIN_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_KEEP_ALIVE,
     DEFAULT_MAX_BODY_SIZE,
@@ -302,6 +304,11 @@ _HTTP_LIMITS: list[tuple[str, bool, float | int, str]] = [
      "seconds a client has to send a request's body, once its headers are in"),
     ("--keep-alive", True, DEFAULT_KEEP_ALIVE,
      "seconds an idle connection stays open between requests; more than 0"),
+    ("--drain-grace", True, DEFAULT_DRAIN_GRACE,
+     "on SIGTERM, seconds the health check fails while requests are still served, so a "
+     "load balancer stops sending here first; 0 = none"),
+    ("--drain-timeout", True, DEFAULT_DRAIN_TIMEOUT,
+     "at shutdown, seconds requests in flight get to finish; 0 = no limit"),
     ("--max-connections", False, DEFAULT_MAX_CONNECTIONS,
      "connections open at once; more get 503 (kept below the open-files limit)"),
     ("--max-body-size", False, DEFAULT_MAX_BODY_SIZE,

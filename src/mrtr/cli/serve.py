@@ -38,7 +38,7 @@ from ..settings import (
     log_level,
     serve_target,
 )
-from ..transport.http_limits import DEFAULT_KEEP_ALIVE
+from ..transport.http_limits import DEFAULT_DRAIN_TIMEOUT, DEFAULT_KEEP_ALIVE
 
 if TYPE_CHECKING:
     from ..transport.http_server import StreamableHTTPApp
@@ -264,6 +264,7 @@ def _run_workers(
         access_log=False,
         log_level=level,
         timeout_keep_alive=options.get("keep_alive", DEFAULT_KEEP_ALIVE),
+        timeout_graceful_shutdown=options.get("drain_timeout", DEFAULT_DRAIN_TIMEOUT) or None,
     )
 
 
@@ -283,6 +284,9 @@ def make_app() -> StreamableHTTPApp:
     options = http_options()
     options.pop("host", None)
     options.pop("port", None)
+    # uvicorn's supervisor stops its workers itself (its graceful timeout is the drain's).
+    options.pop("drain_grace", None)
+    options.pop("drain_timeout", None)
     return worker_app(server, **options)
 
 

@@ -115,6 +115,7 @@ MAX_SESSION_REQUESTS = 64
 MAX_RECORD_BYTES = 64 * 1024
 _SESSION_HEADER = b"mcp-session-id"
 _MAX_ID_LENGTH = 256
+_SETTLE_POLL = 0.05  # seconds between looks at the requests a drain waits for
 
 _current_stream: contextvars.ContextVar[EventStream | None] = contextvars.ContextVar(
     "mrtr_legacy_stream", default=None
@@ -231,6 +232,15 @@ class LegacySessions:
             if self._by_digest.get(channel.digest) is channel:
                 del self._by_digest[channel.digest]
         self.server.detach_session(session)
+
+    async def settle(self, within: float | None) -> None:
+        """Return once no request of these sessions is running, or after `within` seconds
+        (None: no limit); a drain calls it before `close`, which would cancel them."""
+        deadline = None if within is None else time.monotonic() + within
+        while any(channel.tasks for channel in self._channels.values()):
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            await asyncio.sleep(_SETTLE_POLL)
 
     def close(self) -> None:
         """End every session (at shutdown): their streams end, their requests are cancelled.

@@ -26,6 +26,11 @@ DEFAULT_MAX_CONNECTIONS = 1000
 DEFAULT_MAX_HEADER_SIZE = 64 * 1024
 DEFAULT_MAX_BODY_SIZE = 4 * 1024 * 1024
 DEFAULT_MAX_INFLIGHT_BODY_BYTES = 64 * 1024 * 1024
+# On SIGTERM: seconds the health check fails while requests are still taken (longer than a
+# load balancer takes to notice: haproxy's `inter 500ms fall 2` in deploy/haproxy.cfg), then
+# seconds the requests in flight get to finish before they are cancelled.
+DEFAULT_DRAIN_GRACE = 2.0
+DEFAULT_DRAIN_TIMEOUT = 30.0
 
 # The soft limit on open files is raised toward the hard one up to this many (or to what
 # `max_connections` needs, if more): enough for any default, without asking for millions.
@@ -127,6 +132,8 @@ def connection_cap(max_connections: int, open_files: int | None) -> int:
 
 __all__ = [
     "DEFAULT_BODY_TIMEOUT",
+    "DEFAULT_DRAIN_GRACE",
+    "DEFAULT_DRAIN_TIMEOUT",
     "DEFAULT_HEADER_TIMEOUT",
     "DEFAULT_KEEP_ALIVE",
     "DEFAULT_MAX_BODY_SIZE",

@@ -44,8 +44,11 @@ import asyncio
 import contextlib
 import gc
 import logging
+import signal
 import socket
+import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from types import FrameType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from urllib.parse import urlsplit
 
@@ -69,6 +72,8 @@ from .http_guard import guarded_protocol
 from .http_legacy import LegacySessions, close_sse_stream
 from .http_limits import (
     DEFAULT_BODY_TIMEOUT,
+    DEFAULT_DRAIN_GRACE,
+    DEFAULT_DRAIN_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_KEEP_ALIVE,
     DEFAULT_MAX_BODY_SIZE,
@@ -243,6 +248,8 @@ class StreamableHTTPApp:
         self._json_type_cache: dict[bytes, bool] = {}
         self._origin_cache: dict[bytes, bool] = {}
         self._started = False  # whether this app's ASGI lifespan entered the server's
+        #: Set by `drain`: the health check fails and every response closes its connection.
+        self.draining = False
         #: Freeze the heap out of the cycle collector once started (see `serve_http`): set for
         #: processes this package runs (`worker_app`), never for an app embedded elsewhere.
         self.freeze_heap_on_start = False
@@ -294,6 +301,13 @@ class StreamableHTTPApp:
                     await send({"type": "lifespan.shutdown.complete"})
                     return
 
+    def drain(self) -> None:
+        """Start shutting down without refusing work: from now on a `GET` of the endpoint
+        without a session (the load balancer's health check) gets 503, and every response
+        carries `Connection: close`, so balancers and clients stop sending here while the
+        requests they already sent are still answered (`serve_http` does it on SIGTERM)."""
+        self.draining = True
+
     def close(self) -> None:
         """End every open stream gracefully: `subscriptions/listen` ones get their result,
         legacy sessions end (at shutdown)."""
@@ -305,6 +319,8 @@ class StreamableHTTPApp:
     # --- one HTTP request ----------------------------------------------------------------
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.draining:
+            send = _closing(send)
         sse = self.sse
         # OAuth (`ServerOptions.auth`): metadata, bearer token, required scopes; both eras.
         if self._auth is not None:
@@ -335,6 +351,16 @@ class StreamableHTTPApp:
                 if _SESSION_ID in stream_headers:
                     await self._legacy_stream(scope, receive, send, stream_headers)
                     return
+            if self.draining and scope["method"] == "GET":
+                await reject(
+                    send,
+                    503,
+                    INTERNAL_ERROR,
+                    "Service Unavailable: this instance is shutting down; send new requests "
+                    "to another one",
+                    extra=[(b"retry-after", b"1")],
+                )
+                return
             await reject(
                 send,
                 405,
@@ -849,6 +875,18 @@ class StreamableHTTPApp:
         return known
 
 
+def _closing(send: Send) -> Send:
+    """`send`, with `Connection: close` added to the response's headers."""
+
+    async def closing(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [*message.get("headers", ()), (b"connection", b"close")]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return closing
+
+
 def _modern(message: dict[str, Any]) -> bool:
     """Whether a request's params carry a modern `_meta` protocol version (of any value)."""
     params = message.get("params")
@@ -1018,27 +1056,70 @@ async def _too_large(send: Send, limit: int) -> None:
 
 class _Uvicorn(uvicorn.Server):
     """uvicorn's server, ending listen streams and legacy sessions (their GET streams) before
-    it waits for connections to close (a shutdown would otherwise wait on them for ever)."""
+    it waits for connections to close (a shutdown would otherwise wait on them for ever).
+
+    SIGTERM drains first: for `drain_grace` seconds the app fails the health check and closes
+    each connection after its response while still serving, so a load balancer stops sending
+    here before the socket closes (a request it sent on a kept-alive connection is answered,
+    never cut); then the usual shutdown. A second SIGTERM skips the rest of the grace, and
+    the process exits normally (status 0), not by the signal.
+    """
 
     def __init__(
         self,
         config: uvicorn.Config,
         mcp_server: Server,
         running: contextlib.AsyncExitStack | None = None,
+        drain_grace: float = 0.0,
     ) -> None:
         super().__init__(config)
         self.mcp_server = mcp_server
         self.running = running
+        self.drain_grace = drain_grace
+        self._drain_until: float | None = None
+        self._drain_logged = False
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if sig != signal.SIGTERM:
+            super().handle_exit(sig, frame)
+            return
+        # Not recorded for uvicorn to raise again at the end: a drained stop is a clean exit.
+        app = self.config.app
+        if self._drain_until is None and self.drain_grace > 0 and not self.should_exit:
+            self._drain_until = time.monotonic() + self.drain_grace
+            if isinstance(app, StreamableHTTPApp):
+                app.drain()
+        else:
+            self.should_exit = True
+
+    async def on_tick(self, counter: int) -> bool:
+        if self._drain_until is not None and not self.should_exit:
+            if not self._drain_logged:  # logged here, not in the signal handler
+                self._drain_logged = True
+                logger.warning(
+                    "SIGTERM: draining; the health check fails for %.3g s, then new "
+                    "connections are refused and requests in flight finish",
+                    self.drain_grace,
+                )
+            if time.monotonic() >= self._drain_until:
+                self.should_exit = True
+        return await super().on_tick(counter)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         app = self.config.app
         if isinstance(app, StreamableHTTPApp):
+            if self._drain_until is not None:
+                # A drain lets legacy requests in flight finish: ending their sessions would
+                # cancel them. New connections are refused from now on.
+                for listener in self.servers:
+                    listener.close()
+                await app.sessions.settle(self.config.timeout_graceful_shutdown)
             app.close()
         else:
             self.mcp_server.close_subscriptions()
         await super().shutdown(sockets)
         if self.running is not None:
-            # Run out here, not after `serve()` returns: on SIGTERM uvicorn re-raises the
+            # Run out here, not after `serve()` returns: on SIGINT uvicorn re-raises the
             # signal as `serve()` ends, and the process would die before the lifespan ran out.
             await self.running.aclose()
 
@@ -1065,6 +1146,8 @@ async def serve_http(
     sse_retry: float = 1.0,
     sse_path: str | None = "/sse",
     max_sse_streams: int = DEFAULT_MAX_STREAMS,
+    drain_grace: float = DEFAULT_DRAIN_GRACE,
+    drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
     **uvicorn_kwargs: Any,
 ) -> None:
     """Serve `server` over Streamable HTTP with uvicorn until stopped (Ctrl-C, SIGTERM).
@@ -1079,6 +1162,12 @@ async def serve_http(
     `sse_retry`, and the HTTP+SSE transport: `sse_path` and `max_sse_streams`, as
     `StreamableHTTPApp` takes them.
 
+    SIGTERM drains (a rolling restart): for `drain_grace` seconds (0 = none) the health check
+    (`GET` of the endpoint) answers 503 and each response closes its connection, while every
+    request is still served; then no new connection is accepted, and the requests in flight
+    get `drain_timeout` seconds (0 = no limit) to finish before they are cancelled; then the
+    function returns. Ctrl-C skips the grace. A second SIGTERM ends the grace at once.
+
     uvicorn picks uvloop and httptools when they are installed. Other keyword arguments go to
     `uvicorn.Config` (access logging is off unless `access_log=True`; `http` may name "h11" or
     "httptools"). At shutdown, open `subscriptions/listen` streams and legacy sessions end
@@ -1087,6 +1176,8 @@ async def serve_http(
     """
     if "timeout_keep_alive" in uvicorn_kwargs:
         raise TypeError("serve_http: pass keep_alive=..., not timeout_keep_alive=...")
+    if drain_grace < 0 or drain_timeout < 0:
+        raise ValueError("serve_http: drain_grace and drain_timeout must be >= 0")
     if uvicorn_kwargs.get("ws", "none") != "none":
         # An upgraded connection would leave the connection count; the endpoint takes none.
         raise ValueError("serve_http: the MCP endpoint serves no WebSockets (ws must be 'none')")
@@ -1117,6 +1208,7 @@ async def serve_http(
     uvicorn_kwargs["ws"] = "none"
     uvicorn_kwargs["http"] = guarded_protocol(limits, uvicorn_kwargs.get("http", "auto"))
     uvicorn_kwargs["timeout_keep_alive"] = limits.keep_alive
+    uvicorn_kwargs.setdefault("timeout_graceful_shutdown", drain_timeout or None)
     config = uvicorn.Config(app, host=host, port=port, **uvicorn_kwargs)
     # Started before the socket is bound: a lifespan that fails leaves nothing listening. The
     # app's own ASGI lifespan then shares this run (and `lifespan="off"` cannot skip it).
@@ -1128,7 +1220,7 @@ async def serve_http(
         # under many concurrent legacy sessions was every half second.
         gc.collect()
         gc.freeze()
-        await _Uvicorn(config, server, running).serve()
+        await _Uvicorn(config, server, running, drain_grace).serve()
 
 
 # --- uvicorn's worker processes ---------------------------------------------------------------
