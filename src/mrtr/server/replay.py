@@ -70,6 +70,12 @@ Rules (everything the engine guarantees lives here):
    and `ctx.once` runs `fn` once per request, keeping its result in memory only. A call that
    becomes a task (the tasks extension) is given the task asker (`tasks/run.py`) from that
    point on: what it asked before was answered by replay, what it asks after goes on the task.
+11. In a redeemed round (one that may run a second time: after a cancellation, or taken over
+   from a process that died) the engine has a journal (`once_journal.py`): a `once` not yet
+   in the state is recorded in the store as started before `fn` runs and as finished with its
+   result after. A second attempt gives a finished result back without running `fn`; one
+   started and never finished is run again only if its `on_uncertain` says so, and otherwise
+   fails the round with -32603 `effect_uncertain`.
 """
 
 from __future__ import annotations
@@ -90,10 +96,11 @@ import pydantic
 
 from ..deadline import current_task
 from ..inputs import ELICITATION_CREATE, ROOTS_LIST, SAMPLING_CREATE_MESSAGE, InputRequest
-from ..protocol.errors import McpError, invalid_params
+from ..protocol.errors import McpError, effect_uncertain, invalid_params
 from ..protocol.types import CreateMessageResult, ElicitResult, ListRootsResult
 from .input_bounds import stored_answer
 from .once_codec import OnceCodec, Unrecordable, callable_identity, codec_for
+from .once_journal import FINISHED, STARTED, OnceJournal, OnUncertain
 from .request_state import new_flow_id
 from .signature import describe_validation_error
 from .worker_threads import check_on_loop
@@ -413,6 +420,7 @@ class Replay:
         "_unrecordable",
         "_warned",
         "asker",
+        "journal",
         "method",
         "outgoing",
         "questions",
@@ -426,6 +434,8 @@ class Replay:
         self.state = state if state is not None else RoundState()
         #: How questions are answered (rule 10): None answers them by replay.
         self.asker = asker
+        #: Where a redeemed round records its `once` runs (rule 11); None elsewhere.
+        self.journal: OnceJournal | None = None
         #: The request's method and target (a tool or prompt name, a URI), named in logs.
         self.method = method
         self.target: str | None = None
@@ -733,8 +743,19 @@ class Replay:
 
     # --- ctx.once (rule 9) -----------------------------------------------------------------
 
-    async def once(self, key: str, fn: Callable[[], Any], annotation: Any = None) -> Any:
-        """Run `fn` once across rounds; its result as recorded (see rule 9)."""
+    async def once(
+        self,
+        key: str,
+        fn: Callable[[], Any],
+        annotation: Any = None,
+        on_uncertain: OnUncertain = "fail",
+    ) -> Any:
+        """Run `fn` once across rounds; its result as recorded (see rules 9 and 11)."""
+        if not callable(on_uncertain) and on_uncertain not in ("fail", "retry"):
+            raise ValueError(
+                f"ctx.once({key!r}): on_uncertain must be 'fail', 'retry' or a callable "
+                f"answering whether the effect may have run, not {on_uncertain!r}"
+            )
         if self._phase >= _STOPPED:
             self._late("ctx.once", key)
         self.track()
@@ -759,10 +780,16 @@ class Replay:
         if running is None:
             if self._phase != _RUNNING:
                 raise InputPending  # rule 8: no side effect starts once a question is pending
-            produced = fn()
-            if not inspect.isawaitable(produced):
-                return self._record(key, codec, produced)
-            running = asyncio.ensure_future(produced)
+            journal = self.journal
+            if journal is None:
+                produced = fn()
+                if not inspect.isawaitable(produced):
+                    return self._record(key, codec, produced)
+                running = asyncio.ensure_future(produced)
+            else:
+                running = asyncio.ensure_future(
+                    self._journaled(journal, key, codec, fn, on_uncertain)
+                )
             if self._once_running is None:
                 self._once_running = {}
             self._once_running[key] = running
@@ -774,6 +801,58 @@ class Replay:
         if problem is not None:
             raise ReplayError(f"ctx.once({key!r}): {problem}")
         return _restore(key, codec, store[key])
+
+    async def _journaled(
+        self,
+        journal: OnceJournal,
+        key: str,
+        codec: OnceCodec,
+        fn: Callable[[], Any],
+        on_uncertain: OnUncertain,
+    ) -> Any:
+        """Rule 11: run `fn` under its record in the store (see `once_journal.py`)."""
+        started = False
+        try:
+            tag, found = await journal.begin(key)
+            if tag == FINISHED:
+                return _restore(key, codec, found)
+            if tag == STARTED:
+                if not await self._may_run_again(journal, key, on_uncertain):
+                    logger.warning(
+                        "%s: ctx.once(%r) started in an earlier attempt of this round (process "
+                        "%s) and never finished; not run again (on_uncertain)",
+                        self.label,
+                        key,
+                        found,
+                    )
+                    raise effect_uncertain(self.label, key, journal.idempotency_key(key))
+                await journal.restart(key)
+            started = True
+            produced = fn()
+            value = await produced if inspect.isawaitable(produced) else produced
+        except Exception:
+            if started:  # `fn` reported its failure: nothing is left uncertain
+                await journal.drop(key)
+            raise
+        try:
+            recorded = codec.record(value)[0]
+        except Unrecordable:
+            return value  # refused by `_once_done`; the record stays "started"
+        await journal.finish(key, recorded)
+        return value
+
+    async def _may_run_again(
+        self, journal: OnceJournal, key: str, on_uncertain: OnUncertain
+    ) -> bool:
+        """Whether a `once` an earlier attempt started and never finished runs again now."""
+        if on_uncertain == "retry":
+            return True
+        if on_uncertain == "fail" or not callable(on_uncertain):
+            return False
+        may_have_run = on_uncertain(journal.idempotency_key(key))
+        if inspect.isawaitable(may_have_run):
+            may_have_run = await may_have_run
+        return not may_have_run
 
     async def _once_live(self, key: str, fn: Callable[[], Any]) -> Any:
         """Rule 10: run `fn` once per request; its result is kept as it is, never sealed."""
