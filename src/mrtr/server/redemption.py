@@ -13,12 +13,13 @@ So each redemption is recorded in the server's `Store`, under the state's flow i
    crashed) takes the round over within about `LIVENESS_TTL` seconds (one waiter does,
    through `add` of a take-over key) and runs it.
    A round whose request is cancelled (over HTTP, a client that closes its stream: a dropped
-   connection looks the same) is released at once, so that the client's retry runs it
-   without waiting. What the round's handler did through `ctx.once` is in the store by then
-   (`once_journal.py`): a retry gets each finished `once`'s result without running it again,
-   and a `once` interrupted mid-way is "may have run" (`on_uncertain`). The same holds for
-   a round taken over from a process that died. Anything else the handler did before the
-   cancellation runs again: a side effect belongs in `ctx.once`.
+   connection looks the same; running on would leave clients no way to cancel) is released
+   at once, so that the client's retry runs it without waiting. What the round's handler did
+   through `ctx.once` is in the store by then (`once_journal.py`): a retry gets each finished
+   `once`'s result without running it again, and a `once` interrupted mid-way is "may have
+   run" (`on_uncertain`). The same holds for a round taken over from a process that died.
+   Anything else the handler did before the cancellation runs again: a side effect belongs
+   in `ctx.once`.
 2. When the round ends, its outcome replaces it: the result dict, or the JSON-RPC error
    (a tool's own failure is a result like any other), kept for the state's remaining lifetime,
    after which the state itself is refused as expired. A round refused for what the request

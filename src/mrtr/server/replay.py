@@ -751,7 +751,7 @@ class Replay:
         on_uncertain: OnUncertain = "fail",
     ) -> Any:
         """Run `fn` once across rounds; its result as recorded (see rules 9 and 11)."""
-        if not callable(on_uncertain) and on_uncertain not in ("fail", "retry"):
+        if on_uncertain != "fail" and on_uncertain != "retry" and not callable(on_uncertain):
             raise ValueError(
                 f"ctx.once({key!r}): on_uncertain must be 'fail', 'retry' or a callable "
                 f"answering whether the effect may have run, not {on_uncertain!r}"
