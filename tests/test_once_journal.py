@@ -1,8 +1,9 @@
 """`ctx.once` in a redeemed round is recorded in the store, started and then finished: a second
-attempt at the round (its request cancelled, then retried) reuses a finished result, and a
-`once` interrupted mid-way is "may have run": the retry fails with -32603 `effect_uncertain`
-by default, runs it again with `on_uncertain="retry"`, or asks a callable that checks the
-outside system under `ctx.once_key`."""
+attempt at the round (its request cancelled, then retried) reuses a finished result; a `once`
+running when its request is cancelled finishes first (within `ONCE_GRACE`); and a `once` left
+started by an attempt that never finished is "may have run": the retry fails with -32603
+`effect_uncertain` by default, runs it again with `on_uncertain="retry"`, or asks a callable
+that checks the outside system under `ctx.once_key`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from mrtr import McpError, RequestContext, Server, ServerOptions
 from mrtr.protocol.errors import INTERNAL_ERROR
+from mrtr.server import replay
 from mrtr.server.store import MemoryStore
 from mrtr_flows import accept, call_tool, error_of, result_of
 
@@ -41,6 +43,8 @@ class Payments:
         #: The outside system: idempotency key of each payment made, in order.
         self.paid: list[str] = []
         self.checked: list[str] = []
+        #: The idempotency key of each round's payment, as the handler saw it.
+        self.references: list[str] = []
         self.reached = asyncio.Event()
         self.release = asyncio.Event()
 
@@ -52,8 +56,9 @@ class Payments:
 
         @self.server.tool()
         async def pay(ctx: RequestContext, amount: int, hold: str, policy: str = "fail") -> str:
-            await ctx.elicit("Pay?", SCHEMA, key="confirm")
             reference = ctx.once_key("payment")
+            self.references.append(reference)
+            await ctx.elicit("Pay?", SCHEMA, key="confirm")
 
             async def payment() -> str:
                 if hold == "before-effect":
@@ -90,14 +95,24 @@ class Payments:
             GUARD,
         )
 
-    async def cancelled_when_held(self, state: str, **arguments: Any) -> None:
-        """Run the final round until it holds, then cancel it (the client went away)."""
+    async def cancelled_when_held(self, state: str, release: bool = True, **arguments: Any) -> None:
+        """Run the final round until it holds, cancel it (the client went away), let the hold
+        go (unless not `release`) and wait for the cancellation to go through."""
         first = asyncio.create_task(self.final(state, **arguments))
         await asyncio.wait_for(self.reached.wait(), GUARD)
         first.cancel()
+        await asyncio.sleep(0)  # the cancellation reaches the handler before the hold ends
+        if release:
+            self.release.set()
         with pytest.raises(asyncio.CancelledError):
             await first
-        self.release.set()
+
+    async def left_started(self) -> str:
+        """Leave the flow's payment "started" in the store, as a process killed inside it
+        does (the kill itself: `test_scale_out_once.py`); its idempotency key."""
+        reference = self.references[-1]
+        await self.store.set(f"mrtr/once/{reference}", b"S" + b"a-process-now-dead", 600)
+        return reference
 
 
 async def test_a_once_finished_before_the_cancellation_is_reused_by_the_retry() -> None:
@@ -112,11 +127,26 @@ async def test_a_once_finished_before_the_cancellation_is_reused_by_the_retry() 
     assert len(shop.paid) == 1
 
 
-async def test_a_once_interrupted_by_the_cancellation_fails_the_retry_as_may_have_run() -> None:
+async def test_a_once_running_when_its_round_is_cancelled_finishes_and_is_reused() -> None:
     shop = Payments()
     arguments = {"amount": 6, "hold": "inside"}
     state = await shop.first_state(**arguments)
     await shop.cancelled_when_held(state, **arguments)
+    assert len(shop.paid) == 1
+
+    text = result_of(await shop.final(state, **arguments))["content"][0]["text"]
+    assert text == f"receipt 1 for 6 ({shop.paid[0]})"
+    assert len(shop.paid) == 1
+
+
+async def test_a_once_still_running_past_the_grace_is_left_may_have_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(replay, "ONCE_GRACE", 0.05)  # the bound, shortened for the test
+    shop = Payments()
+    arguments = {"amount": 6, "hold": "inside"}
+    state = await shop.first_state(**arguments)
+    await shop.cancelled_when_held(state, release=False, **arguments)
     assert len(shop.paid) == 1
 
     error = error_of(await shop.final(state, **arguments))
@@ -132,38 +162,53 @@ async def test_a_once_interrupted_by_the_cancellation_fails_the_retry_as_may_hav
     assert len(shop.paid) == 1
 
 
-async def test_a_check_that_finds_no_effect_runs_the_interrupted_once_again() -> None:
+async def test_a_once_left_started_fails_the_round_as_may_have_run_by_default() -> None:
     shop = Payments()
-    arguments = {"amount": 7, "hold": "before-effect", "policy": "check"}
+    arguments = {"amount": 7, "hold": "none"}
     state = await shop.first_state(**arguments)
-    await shop.cancelled_when_held(state, **arguments)
-    assert shop.paid == []
+    reference = await shop.left_started()
+
+    error = error_of(await shop.final(state, **arguments))
+    assert error["data"] == {
+        "reason": "effect_uncertain",
+        "onceKey": "payment",
+        "idempotencyKey": reference,
+    }
+    assert shop.paid == []  # not run again
+
+
+async def test_a_check_that_finds_no_effect_runs_the_once_left_started() -> None:
+    shop = Payments()
+    arguments = {"amount": 7, "hold": "none", "policy": "check"}
+    state = await shop.first_state(**arguments)
+    reference = await shop.left_started()
 
     text = result_of(await shop.final(state, **arguments))["content"][0]["text"]
-    assert shop.checked == shop.paid and len(shop.paid) == 1
-    assert text == f"receipt 1 for 7 ({shop.paid[0]})"
+    assert shop.checked == [reference] and shop.paid == [reference]
+    assert text == f"receipt 1 for 7 ({reference})"
 
 
-async def test_a_check_that_finds_the_effect_fails_the_retry() -> None:
+async def test_a_check_that_finds_the_effect_fails_the_round() -> None:
     shop = Payments()
-    arguments = {"amount": 8, "hold": "inside", "policy": "check"}
+    arguments = {"amount": 8, "hold": "none", "policy": "check"}
     state = await shop.first_state(**arguments)
-    await shop.cancelled_when_held(state, **arguments)
+    reference = await shop.left_started()
+    shop.paid.append(reference)  # the dead process had paid
 
     error = error_of(await shop.final(state, **arguments))
     assert error["data"]["reason"] == "effect_uncertain"
-    assert shop.checked == shop.paid and len(shop.paid) == 1
+    assert shop.checked == [reference] and shop.paid == [reference]
 
 
-async def test_on_uncertain_retry_runs_the_interrupted_once_again() -> None:
+async def test_on_uncertain_retry_runs_the_once_left_started() -> None:
     shop = Payments()
-    arguments = {"amount": 9, "hold": "inside", "policy": "retry"}
+    arguments = {"amount": 9, "hold": "none", "policy": "retry"}
     state = await shop.first_state(**arguments)
-    await shop.cancelled_when_held(state, **arguments)
+    reference = await shop.left_started()
 
     text = result_of(await shop.final(state, **arguments))["content"][0]["text"]
-    assert text.startswith("receipt 2 for 9") and len(shop.paid) == 2
-    assert shop.paid[0] == shop.paid[1]  # one idempotency key for both attempts
+    assert text == f"receipt 1 for 9 ({reference})" and shop.paid == [reference]
+    assert shop.references == [reference, reference]  # one key on every round
 
 
 async def test_once_records_live_in_the_store_under_the_flow() -> None:

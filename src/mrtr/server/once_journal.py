@@ -8,9 +8,9 @@ the second attempt. Each such `once` is therefore recorded in the store under
 `mrtr/once/<flow id>/<once key>`, a guarantee record (never a cache):
 
 1. Before `fn` runs, "started" is written (set if absent), naming this process.
-2. When `fn` returns, its recorded result replaces it ("finished"). When `fn` raises, or the
-   run is cancelled before `fn` started, the record is dropped: nothing took effect, or the
-   handler was told that it failed.
+2. When `fn` returns, its recorded result replaces it ("finished"). When `fn` raises, the
+   record is dropped: the handler was told that it failed. A `fn` running when the round's
+   request is cancelled may finish first (`replay.ONCE_GRACE`).
 3. A later attempt of the round that finds "finished" gives the recorded result back and does
    not run `fn`; one that finds "started" knows that `fn` began and never reported: it may
    have taken effect. What happens then is the handler's `on_uncertain` choice (`context.py`):

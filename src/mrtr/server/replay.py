@@ -75,7 +75,10 @@ Rules (everything the engine guarantees lives here):
    in the state is recorded in the store as started before `fn` runs and as finished with its
    result after. A second attempt gives a finished result back without running `fn`; one
    started and never finished is run again only if its `on_uncertain` says so, and otherwise
-   fails the round with -32603 `effect_uncertain`.
+   fails the round with -32603 `effect_uncertain`. When such a round's request is cancelled,
+   a `once` already running is not cut off: it has `ONCE_GRACE` seconds to finish and record
+   its result before the cancellation goes through (as rule 8 lets it finish when the run
+   stops for input), so a cancellation leaves "may have run" only past that.
 """
 
 from __future__ import annotations
@@ -361,6 +364,9 @@ YIELD_EVERY = 64
 # The life of a run: it runs; a question is pending but the handler goes on; it stopped for
 # input (tasks that come late get InputPending); it completed; it failed or was cancelled.
 _RUNNING, _STOPPING, _STOPPED, _DONE, _ENDED = range(5)
+#: Seconds a journaled `once` already running when its request is cancelled may take to
+#: finish (rule 11): past that it is cancelled too, and left "may have run".
+ONCE_GRACE: Final = 10.0
 
 #: `(method, params, digest)` of a question going out.
 Asked = tuple[str, dict[str, Any], str]
@@ -484,7 +490,11 @@ class Replay:
             except BaseException as exc:
                 cancelled = isinstance(exc, asyncio.CancelledError)
                 if cancelled and main is not None and main.cancelling():
-                    raise  # the request is cancelled or out of time: let it through
+                    # The request is cancelled or out of time: let it through, once a
+                    # journaled `once` that started has finished and recorded (rule 11).
+                    if self.journal is not None and self._once_running:
+                        await self._finish_journaled()
+                    raise
                 if not stops_for_input(exc):
                     return await self._failed(exc)
                 return await self._stop(exc)
@@ -552,6 +562,13 @@ class Replay:
         if waiting:
             await asyncio.wait(waiting)
         return bool(live)
+
+    async def _finish_journaled(self) -> None:
+        """Rule 11: give the `once` calls still running `ONCE_GRACE` seconds to finish, so
+        that a retry of the cancelled round finds their results instead of "may have run"."""
+        running = [f for f in (self._once_running or {}).values() if not f.done()]
+        if running:
+            await asyncio.wait(running, timeout=ONCE_GRACE)
 
     def _close(self) -> None:
         if self._phase < _STOPPED:  # interrupted: the request was cancelled or timed out
