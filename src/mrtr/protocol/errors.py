@@ -52,7 +52,7 @@ JSONRPC_RESERVED = range(-32768, -32000 + 1)  # codes the JSON-RPC spec reserves
 
 INVALID_REQUEST_STATE_REASON = "invalid_request_state"
 #: `data.reason` of the -32603 that refuses to run a `ctx.once` whose earlier run may have
-#: taken effect (its process died, or its round was cancelled, before it finished).
+#: taken effect (its process died, or it outlived its round's cancellation, unfinished).
 EFFECT_UNCERTAIN_REASON = "effect_uncertain"
 
 
@@ -156,8 +156,8 @@ def effect_uncertain(what: str, key: str, idempotency_key: str) -> McpError:
     return McpError(
         INTERNAL_ERROR,
         f"{what}: ctx.once({key!r}) started in an earlier attempt of this round that did not "
-        "finish (its process stopped or the request was cancelled), so its effect may have "
-        "happened; it is not run again. Its idempotency key in the outside system is "
-        f"{idempotency_key!r}: check there whether it took effect before trying again",
+        "finish (its process stopped, or it outlived its request's cancellation), so its "
+        "effect may have happened; it is not run again. Its idempotency key in the outside "
+        f"system is {idempotency_key!r}: check there whether it took effect before trying again",
         {"reason": EFFECT_UNCERTAIN_REASON, "onceKey": key, "idempotencyKey": idempotency_key},
     )

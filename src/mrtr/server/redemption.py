@@ -18,9 +18,9 @@ So each redemption is recorded in the server's `Store`, under the state's flow i
    through `ctx.once` is in the store by then (`once_journal.py`): a retry gets each finished
    `once`'s result without running it again (one still running when the request was
    cancelled finishes first, within `replay.ONCE_GRACE`), and a `once` cut off mid-way is
-   "may have run" (`on_uncertain`). The same holds for a round taken over from a process that died.
-   Anything else the handler did before the cancellation runs again: a side effect belongs
-   in `ctx.once`.
+   "may have run" (`on_uncertain`). The same holds for a round taken over from a process
+   that died. Anything else the handler did before the cancellation runs again: a side
+   effect belongs in `ctx.once`.
 2. When the round ends, its outcome replaces it: the result dict, or the JSON-RPC error
    (a tool's own failure is a result like any other), kept for the state's remaining lifetime,
    after which the state itself is refused as expired. A round refused for what the request
