@@ -226,9 +226,11 @@ async def test_a_once_whose_function_raised_is_not_left_uncertain() -> None:
     store = MemoryStore()
     server = Server("flaky", options=ServerOptions(request_state_key=KEY, store=store))
     calls: list[int] = []
+    flows: list[str] = []
 
     @server.tool()
     async def flaky(ctx: RequestContext) -> str:
+        flows.append(ctx.flow_id)
         await ctx.elicit("Go?", SCHEMA, key="go")
 
         def attempt() -> str:
@@ -244,14 +246,7 @@ async def test_a_once_whose_function_raised_is_not_left_uncertain() -> None:
     state = first["requestState"]
     failed = await call_tool(server, "flaky", {}, responses={"go": accept()}, state=state)
     assert error_of(failed)["code"] == -32000
-    assert await store.get(f"mrtr/once/{ctx_flow(state, store)}/attempt") is None
-
-
-def ctx_flow(state: str, store: MemoryStore) -> str:
-    """The flow id of the one redeemed round recorded in `store`."""
-    rounds = [key for key in store._entries if key.startswith("mrtr/round/")]
-    assert len(rounds) == 1, rounds
-    return rounds[0].split("/")[2]
+    assert await store.get(f"mrtr/once/{flows[-1]}/attempt") is None
 
 
 async def test_an_unknown_on_uncertain_is_refused_clearly(
@@ -268,3 +263,55 @@ async def test_an_unknown_on_uncertain_is_refused_clearly(
     # The handler's own error: a tool error result, its text in the server's log.
     assert result["isError"] is True
     assert "on_uncertain must be 'fail', 'retry' or a callable" in caplog.text
+
+
+async def test_concurrent_calls_of_one_key_in_a_redeemed_round_share_one_run() -> None:
+    store = MemoryStore()
+    server = Server("shared", options=ServerOptions(request_state_key=KEY, store=store))
+    runs: list[int] = []
+    flows: list[str] = []
+
+    @server.tool()
+    async def twice(ctx: RequestContext) -> list[str]:
+        flows.append(ctx.flow_id)
+        await ctx.elicit("Go?", SCHEMA, key="go")
+
+        async def effect() -> str:
+            runs.append(1)
+            await asyncio.sleep(0)
+            return "made"
+
+        both: list[str] = await asyncio.gather(ctx.once("e", effect), ctx.once("e", effect))
+        return both
+
+    first = result_of(await call_tool(server, "twice", {}))
+    final = await call_tool(
+        server, "twice", {}, responses={"go": accept()}, state=first["requestState"]
+    )
+    assert result_of(final)["structuredContent"] == {"result": ["made", "made"]}
+    assert runs == [1]
+    assert await store.get(f"mrtr/once/{flows[-1]}/e") == b'F"made"'
+
+
+async def test_an_async_once_that_raised_is_not_left_uncertain() -> None:
+    store = MemoryStore()
+    server = Server("flaky-async", options=ServerOptions(request_state_key=KEY, store=store))
+    flows: list[str] = []
+
+    @server.tool()
+    async def flaky(ctx: RequestContext) -> str:
+        flows.append(ctx.flow_id)
+        await ctx.elicit("Go?", SCHEMA, key="go")
+
+        async def attempt() -> str:
+            await asyncio.sleep(0)
+            raise McpError(-32000, "the outside system said no")
+
+        result: str = await ctx.once("attempt", attempt)
+        return result
+
+    first = result_of(await call_tool(server, "flaky", {}))
+    state = first["requestState"]
+    failed = await call_tool(server, "flaky", {}, responses={"go": accept()}, state=state)
+    assert error_of(failed)["code"] == -32000
+    assert await store.get(f"mrtr/once/{flows[-1]}/attempt") is None

@@ -798,15 +798,12 @@ class Replay:
             if self._phase != _RUNNING:
                 raise InputPending  # rule 8: no side effect starts once a question is pending
             journal = self.journal
-            if journal is None:
-                produced = fn()
-                if not inspect.isawaitable(produced):
-                    return self._record(key, codec, produced)
-                running = asyncio.ensure_future(produced)
-            else:
-                running = asyncio.ensure_future(
-                    self._journaled(journal, key, codec, fn, on_uncertain)
-                )
+            if journal is not None:
+                return await self._journaled(journal, key, codec, fn, on_uncertain)
+            produced = fn()
+            if not inspect.isawaitable(produced):
+                return self._record(key, codec, produced)
+            running = asyncio.ensure_future(produced)
             if self._once_running is None:
                 self._once_running = {}
             self._once_running[key] = running
@@ -827,12 +824,24 @@ class Replay:
         fn: Callable[[], Any],
         on_uncertain: OnUncertain,
     ) -> Any:
-        """Rule 11: run `fn` under its record in the store (see `once_journal.py`)."""
+        """Rule 11: run `fn` under its record in the store (see `once_journal.py`).
+
+        The record is read and written in the handler's own task (with an in-process store
+        nothing waits, and a sync `fn` costs no task); `shared` stands for the run meanwhile,
+        so that concurrent calls with this key, rule 8's settling and a cancellation see it.
+        """
+        shared: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self._once_running is None:
+            self._once_running = {}
+        self._once_running[key] = shared
         started = False
         try:
             tag, found = await journal.begin(key)
             if tag == FINISHED:
-                return _restore(key, codec, found)
+                value = _restore(key, codec, found)
+                self.state.once[key] = found
+                self._end_once(key, shared, value)
+                return value
             if tag == STARTED:
                 if not await self._may_run_again(journal, key, on_uncertain):
                     logger.warning(
@@ -846,17 +855,79 @@ class Replay:
                 await journal.restart(key)
             started = True
             produced = fn()
-            value = await produced if inspect.isawaitable(produced) else produced
-        except Exception:
+        except BaseException as exc:
             if started:  # `fn` reported its failure: nothing is left uncertain
                 await journal.drop(key)
+            self._end_once(key, shared, error=exc)
             raise
+        if inspect.isawaitable(produced):
+            # Its own task, as any async `once`: a cancelled handler does not cut it off.
+            task = asyncio.ensure_future(
+                self._journal_result(journal, key, codec, produced, shared)
+            )
+            shared.add_done_callback(functools.partial(_cancel_with, task))
+            await asyncio.shield(shared)
+        else:
+            await self._journal_result(journal, key, codec, produced, shared)
+        problem = self._unrecordable.get(key) if self._unrecordable else None
+        if problem is not None:
+            raise ReplayError(f"ctx.once({key!r}): {problem}")
+        return _restore(key, codec, self.state.once[key])
+
+    async def _journal_result(
+        self,
+        journal: OnceJournal,
+        key: str,
+        codec: OnceCodec,
+        produced: Any,
+        shared: asyncio.Future[Any],
+    ) -> None:
+        """Take `fn`'s result (awaiting it when `produced` is awaitable), record it in the
+        state and as finished in the store, and end `shared` with it (or with its error)."""
+        if inspect.isawaitable(produced):
+            try:
+                produced = await produced
+            except asyncio.CancelledError:
+                self._end_once(key, shared, error=asyncio.CancelledError())
+                raise  # cut off: the record stays "started"
+            except BaseException as exc:
+                await journal.drop(key)  # `fn` reported its failure: nothing is left uncertain
+                self._end_once(key, shared, error=exc)
+                return
         try:
-            recorded = codec.record(value)[0]
-        except Unrecordable:
-            return value  # refused by `_once_done`; the record stays "started"
-        await journal.finish(key, recorded)
-        return value
+            recorded = codec.record(produced)[0]
+        except Unrecordable as exc:
+            self._refuse(key, str(exc))  # the record stays "started": the effect happened
+        else:
+            self.state.once[key] = recorded
+            try:
+                await journal.finish(key, recorded)
+            except asyncio.CancelledError:
+                # The effect happened: record it before the cancellation goes through.
+                await journal.finish(key, recorded)
+                self._end_once(key, shared, produced)
+                raise
+        self._end_once(key, shared, produced)
+
+    def _end_once(
+        self,
+        key: str,
+        shared: asyncio.Future[Any],
+        value: Any = None,
+        error: BaseException | None = None,
+    ) -> None:
+        """The journaled `once` that `shared` stands for ended: with `value`, or `error`."""
+        if self._once_running is not None and self._once_running.get(key) is shared:
+            del self._once_running[key]
+        if shared.done():
+            return
+        if error is None:
+            shared.set_result(value)
+        elif isinstance(error, asyncio.CancelledError):
+            shared.cancel()
+        else:
+            shared.set_exception(error)
+            shared.exception()  # whoever awaits it gets it; nobody may: no "never retrieved"
 
     async def _may_run_again(
         self, journal: OnceJournal, key: str, on_uncertain: OnUncertain
@@ -919,6 +990,12 @@ class Replay:
         if self._unrecordable is None:
             self._unrecordable = {}
         self._unrecordable[key] = problem
+
+
+def _cancel_with(running: asyncio.Future[Any], shared: asyncio.Future[Any]) -> None:
+    """A cancelled `shared` (the run was cut short) cancels the task it stands for."""
+    if shared.cancelled():
+        running.cancel()
 
 
 def _restore(key: str, codec: OnceCodec, recorded: Any) -> Any:
