@@ -315,3 +315,34 @@ async def test_an_async_once_that_raised_is_not_left_uncertain() -> None:
     failed = await call_tool(server, "flaky", {}, responses={"go": accept()}, state=state)
     assert error_of(failed)["code"] == -32000
     assert await store.get(f"mrtr/once/{flows[-1]}/attempt") is None
+
+
+async def test_round_timeout_inside_a_once_still_ends_the_round(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(replay, "ONCE_GRACE", 0.05)  # the bound, shortened for the test
+    store = MemoryStore()
+    config = ServerOptions.InputRequiredConfig(round_timeout=0.2)
+    server = Server(
+        "stuck", options=ServerOptions(request_state_key=KEY, store=store, input_required=config)
+    )
+    never = asyncio.Event()
+
+    @server.tool()
+    async def stuck(ctx: RequestContext) -> str:
+        await ctx.elicit("Go?", SCHEMA, key="go")
+
+        async def hangs() -> str:
+            await never.wait()
+            return "never"
+
+        result: str = await ctx.once("hangs", hangs)
+        return result
+
+    first = result_of(await call_tool(server, "stuck", {}))
+    final = await asyncio.wait_for(
+        call_tool(server, "stuck", {}, responses={"go": accept()}, state=first["requestState"]),
+        GUARD,
+    )
+    error = error_of(final)
+    assert error["code"] == INTERNAL_ERROR and "round_timeout" in error["message"]
