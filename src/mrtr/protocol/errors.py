@@ -51,6 +51,9 @@ LOCAL_CODES = frozenset(
 JSONRPC_RESERVED = range(-32768, -32000 + 1)  # codes the JSON-RPC spec reserves
 
 INVALID_REQUEST_STATE_REASON = "invalid_request_state"
+#: `data.reason` of the -32603 that refuses to run a `ctx.once` whose earlier run may have
+#: taken effect (its process died, or it outlived its round's cancellation, unfinished).
+EFFECT_UNCERTAIN_REASON = "effect_uncertain"
 
 
 class McpError(Exception):
@@ -144,4 +147,17 @@ def invalid_request_state() -> McpError:
         INVALID_PARAMS,
         "Invalid requestState: retry the original request without requestState",
         {"reason": INVALID_REQUEST_STATE_REASON},
+    )
+
+
+def effect_uncertain(what: str, key: str, idempotency_key: str) -> McpError:
+    """-32603 for a `ctx.once(key, ...)` that started in an earlier attempt of its round and
+    did not finish there: it may have taken effect, so it is not run again."""
+    return McpError(
+        INTERNAL_ERROR,
+        f"{what}: ctx.once({key!r}) started in an earlier attempt of this round that did not "
+        "finish (its process stopped, or it outlived its request's cancellation), so its "
+        "effect may have happened; it is not run again. Its idempotency key in the outside "
+        f"system is {idempotency_key!r}: check there whether it took effect before trying again",
+        {"reason": EFFECT_UNCERTAIN_REASON, "onceKey": key, "idempotencyKey": idempotency_key},
     )

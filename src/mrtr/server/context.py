@@ -42,6 +42,7 @@ from ..protocol.types import (
 )
 from .auth.principal import access_token_of
 from .live import LiveAsker, session_meta
+from .once_journal import OnUncertain, idempotency_key
 from .replay import (
     Batch,
     Question,
@@ -425,7 +426,14 @@ class RequestContext:
             self._engine, {key: self.question(req, key=key) for key, req in requests.items()}
         )
 
-    def once(self, key: str, fn: Callable[[], Any], *, type: Any = None) -> Awaitable[Any]:
+    def once(
+        self,
+        key: str,
+        fn: Callable[[], Any],
+        *,
+        type: Any = None,
+        on_uncertain: OnUncertain = "fail",
+    ) -> Awaitable[Any]:
         """Run `fn` (sync or async) once across all rounds of this request.
 
         Its result is recorded in the sealed state and given back on every later round the
@@ -434,10 +442,23 @@ class RequestContext:
         without either it must be plain JSON. A result that would come back different is a
         `ReplayError`. Two calls with the same key share one run of `fn`; with the same key
         and different functions, they are a `ReplayError`.
+
+        In a round that carries a `requestState`, the start and the result of `fn` are also
+        recorded in the server's store: a second attempt at the round (after a cancellation,
+        or taken over from a process that died) reuses a finished result, and for a `fn`
+        that started and never finished asks `on_uncertain`: "fail" (the default) ends the
+        round with -32603 `effect_uncertain`, "retry" runs `fn` again, and a callable given
+        `ctx.once_key(key)` answers whether the effect may have happened (True: fail, False:
+        run it).
         """
         # Checked when called, not when awaited: a sync handler cannot await the coroutine.
         check_on_loop(f"ctx.once({key!r})")
-        return self._engine.once(key, fn, type)
+        return self._engine.once(key, fn, type, on_uncertain)
+
+    def once_key(self, key: str) -> str:
+        """The idempotency key of `ctx.once(key, ...)` in this flow, for the outside system
+        the effect reaches: the same on every round and every attempt of the flow."""
+        return idempotency_key(self.flow_id, key)
 
 
 def supports(caps: Mapping[str, Any], method: str, *, url_mode: bool = False) -> bool:

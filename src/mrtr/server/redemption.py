@@ -7,13 +7,20 @@ So each redemption is recorded in the server's `Store`, under the state's flow i
 ("this round of this flow"):
 
 1. Before the handler runs, `add` (set if absent) writes "running", naming this process and
-   expiring after `round_timeout` (plus a little), so a request that was cancelled blocks a
-   retry only that long. A process running rounds keeps a liveness key in the store
-   (`mrtr/alive/<process>`, rewritten every `BEAT_EVERY` seconds, expiring after
-   `LIVENESS_TTL`): a duplicate waiting on a round whose process is gone (killed, crashed)
-   takes the round over within about `LIVENESS_TTL` seconds instead (one waiter does, through
-   `add` of a take-over key) and runs it. A round cancelled in a live process is not taken
-   over: its handler may have got past its side effect.
+   expiring after `round_timeout` (plus a little). A process running rounds keeps a liveness
+   key in the store (`mrtr/alive/<process>`, rewritten every `BEAT_EVERY` seconds, expiring
+   after `LIVENESS_TTL`): a duplicate waiting on a round whose process is gone (killed,
+   crashed) takes the round over within about `LIVENESS_TTL` seconds (one waiter does,
+   through `add` of a take-over key) and runs it.
+   A round whose request is cancelled (over HTTP, a client that closes its stream: a dropped
+   connection looks the same; running on would leave clients no way to cancel) is released
+   at once, so that the client's retry runs it without waiting. What the round's handler did
+   through `ctx.once` is in the store by then (`once_journal.py`): a retry gets each finished
+   `once`'s result without running it again (one still running when the request was
+   cancelled finishes first, within `replay.ONCE_GRACE`), and a `once` cut off mid-way is
+   "may have run" (`on_uncertain`). The same holds for a round taken over from a process
+   that died. Anything else the handler did before the cancellation runs again: a side
+   effect belongs in `ctx.once`.
 2. When the round ends, its outcome replaces it: the result dict, or the JSON-RPC error
    (a tool's own failure is a result like any other), kept for the state's remaining lifetime,
    after which the state itself is refused as expired. A round refused for what the request
@@ -60,6 +67,7 @@ from ..protocol.errors import (
     McpError,
     invalid_request_state,
 )
+from .once_journal import OnceJournal
 from .store import Store
 
 if TYPE_CHECKING:
@@ -204,6 +212,10 @@ class Redemptions:
         """The store key of the round `verified` opens."""
         return f"mrtr/round/{verified.flow_id}/{verified.round}"
 
+    def journal(self, verified: VerifiedState) -> OnceJournal:
+        """Where the round `verified` opens records its `ctx.once` runs (rule 1)."""
+        return OnceJournal(self.store, verified.flow_id, self._outcome_ttl(verified), PROCESS_ID)
+
     async def redeem(
         self,
         binding: StateBinding,
@@ -239,10 +251,14 @@ class Redemptions:
                 await self._keep(key, _RESULT, digest, outcome, kept_for, binding)
 
             early._keep = settle
-        # A cancellation (or a process that dies) leaves "running" to expire on its own: the
-        # handler may have got past its side effect, so the round is not simply reopened.
+        # A process that dies leaves "running" for a duplicate to take over; a cancellation
+        # releases it (rule 1): what must not run twice is in the `once` journal.
         try:
             result = await run()
+        except asyncio.CancelledError:
+            if early is None or not early.settled:
+                await self._release_cancelled(key, running, binding)
+            raise
         except McpError as exc:
             if early is not None and early.settled:
                 raise  # rule 5: the round's outcome is already recorded
@@ -347,6 +363,20 @@ class Redemptions:
         except Exception:
             logger.exception(
                 "%s %r: could not release a refused redemption of a requestState",
+                binding.method,
+                binding.target,
+            )
+
+    async def _release_cancelled(self, key: str, running: bytes, binding: StateBinding) -> None:
+        """Reopen a round whose request was cancelled, unless another process has taken it
+        over since (its "running" record is not this request's any more)."""
+        try:
+            if await self.store.get(key) == running:
+                await self.store.delete(key)
+        except Exception:
+            logger.exception(
+                "%s %r: could not release the redemption of a cancelled round; a retry waits "
+                "for its record to expire",
                 binding.method,
                 binding.target,
             )

@@ -70,6 +70,15 @@ Rules (everything the engine guarantees lives here):
    and `ctx.once` runs `fn` once per request, keeping its result in memory only. A call that
    becomes a task (the tasks extension) is given the task asker (`tasks/run.py`) from that
    point on: what it asked before was answered by replay, what it asks after goes on the task.
+11. In a redeemed round (one that may run a second time: after a cancellation, or taken over
+   from a process that died) the engine has a journal (`once_journal.py`): a `once` not yet
+   in the state is recorded in the store as started before `fn` runs and as finished with its
+   result after. A second attempt gives a finished result back without running `fn`; one
+   started and never finished is run again only if its `on_uncertain` says so, and otherwise
+   fails the round with -32603 `effect_uncertain`. When such a round's request is cancelled,
+   a `once` already running is not cut off: it has `ONCE_GRACE` seconds to finish and record
+   its result before the cancellation goes through (as rule 8 lets it finish when the run
+   stops for input), so a cancellation leaves "may have run" only past that.
 """
 
 from __future__ import annotations
@@ -90,10 +99,11 @@ import pydantic
 
 from ..deadline import current_task
 from ..inputs import ELICITATION_CREATE, ROOTS_LIST, SAMPLING_CREATE_MESSAGE, InputRequest
-from ..protocol.errors import McpError, invalid_params
+from ..protocol.errors import McpError, effect_uncertain, invalid_params
 from ..protocol.types import CreateMessageResult, ElicitResult, ListRootsResult
 from .input_bounds import stored_answer
 from .once_codec import OnceCodec, Unrecordable, callable_identity, codec_for
+from .once_journal import FINISHED, STARTED, OnceJournal, OnUncertain
 from .request_state import new_flow_id
 from .signature import describe_validation_error
 from .worker_threads import check_on_loop
@@ -396,6 +406,9 @@ YIELD_EVERY = 64
 # The life of a run: it runs; a question is pending but the handler goes on; it stopped for
 # input (tasks that come late get InputPending); it completed; it failed or was cancelled.
 _RUNNING, _STOPPING, _STOPPED, _DONE, _ENDED = range(5)
+#: Seconds a journaled `once` already running when its request is cancelled may take to
+#: finish (rule 11): past that it is cancelled too, and left "may have run".
+ONCE_GRACE: Final = 10.0
 
 #: `(method, params, digest)` of a question going out.
 Asked = tuple[str, dict[str, Any], str]
@@ -455,6 +468,7 @@ class Replay:
         "_unrecordable",
         "_warned",
         "asker",
+        "journal",
         "method",
         "outgoing",
         "questions",
@@ -468,6 +482,8 @@ class Replay:
         self.state = state if state is not None else RoundState()
         #: How questions are answered (rule 10): None answers them by replay.
         self.asker = asker
+        #: Where a redeemed round records its `once` runs (rule 11); None elsewhere.
+        self.journal: OnceJournal | None = None
         #: The request's method and target (a tool or prompt name, a URI), named in logs.
         self.method = method
         self.target: str | None = None
@@ -516,7 +532,11 @@ class Replay:
             except BaseException as exc:
                 cancelled = isinstance(exc, asyncio.CancelledError)
                 if cancelled and main is not None and main.cancelling():
-                    raise  # the request is cancelled or out of time: let it through
+                    # The request is cancelled or out of time: let it through, once a
+                    # journaled `once` that started has finished and recorded (rule 11).
+                    if self.journal is not None and self._once_running:
+                        await self._finish_journaled()
+                    raise
                 if not stops_for_input(exc):
                     return await self._failed(exc)
                 return await self._stop(exc)
@@ -584,6 +604,13 @@ class Replay:
         if waiting:
             await asyncio.wait(waiting)
         return bool(live)
+
+    async def _finish_journaled(self) -> None:
+        """Rule 11: give the `once` calls still running `ONCE_GRACE` seconds to finish, so
+        that a retry of the cancelled round finds their results instead of "may have run"."""
+        running = [f for f in (self._once_running or {}).values() if not f.done()]
+        if running:
+            await asyncio.wait(running, timeout=ONCE_GRACE)
 
     def _close(self) -> None:
         if self._phase < _STOPPED:  # interrupted: the request was cancelled or timed out
@@ -775,8 +802,19 @@ class Replay:
 
     # --- ctx.once (rule 9) -----------------------------------------------------------------
 
-    async def once(self, key: str, fn: Callable[[], Any], annotation: Any = None) -> Any:
-        """Run `fn` once across rounds; its result as recorded (see rule 9)."""
+    async def once(
+        self,
+        key: str,
+        fn: Callable[[], Any],
+        annotation: Any = None,
+        on_uncertain: OnUncertain = "fail",
+    ) -> Any:
+        """Run `fn` once across rounds; its result as recorded (see rules 9 and 11)."""
+        if on_uncertain != "fail" and on_uncertain != "retry" and not callable(on_uncertain):
+            raise ValueError(
+                f"ctx.once({key!r}): on_uncertain must be 'fail', 'retry' or a callable "
+                f"answering whether the effect may have run, not {on_uncertain!r}"
+            )
         if self._phase >= _STOPPED:
             self._late("ctx.once", key)
         self.track()
@@ -801,6 +839,9 @@ class Replay:
         if running is None:
             if self._phase != _RUNNING:
                 raise InputPending  # rule 8: no side effect starts once a question is pending
+            journal = self.journal
+            if journal is not None:
+                return await self._journaled(journal, key, codec, fn, on_uncertain)
             produced = fn()
             if not inspect.isawaitable(produced):
                 return self._record(key, codec, produced)
@@ -816,6 +857,132 @@ class Replay:
         if problem is not None:
             raise ReplayError(f"ctx.once({key!r}): {problem}")
         return _restore(key, codec, store[key])
+
+    async def _journaled(
+        self,
+        journal: OnceJournal,
+        key: str,
+        codec: OnceCodec,
+        fn: Callable[[], Any],
+        on_uncertain: OnUncertain,
+    ) -> Any:
+        """Rule 11: run `fn` under its record in the store (see `once_journal.py`).
+
+        The record is read and written in the handler's own task (with an in-process store
+        nothing waits, and a sync `fn` costs no task); `shared` stands for the run meanwhile,
+        so that concurrent calls with this key, rule 8's settling and a cancellation see it.
+        """
+        shared: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self._once_running is None:
+            self._once_running = {}
+        self._once_running[key] = shared
+        started = False
+        try:
+            tag, found = await journal.begin(key)
+            if tag == FINISHED:
+                value = _restore(key, codec, found)
+                self.state.once[key] = found
+                self._end_once(key, shared, value)
+                return value
+            if tag == STARTED:
+                if not await self._may_run_again(journal, key, on_uncertain):
+                    logger.warning(
+                        "%s: ctx.once(%r) started in an earlier attempt of this round (process "
+                        "%s) and never finished; not run again (on_uncertain)",
+                        self.label,
+                        key,
+                        found,
+                    )
+                    raise effect_uncertain(self.label, key, journal.idempotency_key(key))
+                await journal.restart(key)
+            started = True
+            produced = fn()
+        except BaseException as exc:
+            if started:  # `fn` reported its failure: nothing is left uncertain
+                await journal.drop(key)
+            self._end_once(key, shared, error=exc)
+            raise
+        if inspect.isawaitable(produced):
+            # Its own task, as any async `once`: a cancelled handler does not cut it off.
+            task = asyncio.ensure_future(
+                self._journal_result(journal, key, codec, produced, shared)
+            )
+            shared.add_done_callback(functools.partial(_cancel_with, task))
+            await asyncio.shield(shared)
+        else:
+            await self._journal_result(journal, key, codec, produced, shared)
+        problem = self._unrecordable.get(key) if self._unrecordable else None
+        if problem is not None:
+            raise ReplayError(f"ctx.once({key!r}): {problem}")
+        return _restore(key, codec, self.state.once[key])
+
+    async def _journal_result(
+        self,
+        journal: OnceJournal,
+        key: str,
+        codec: OnceCodec,
+        produced: Any,
+        shared: asyncio.Future[Any],
+    ) -> None:
+        """Take `fn`'s result (awaiting it when `produced` is awaitable), record it in the
+        state and as finished in the store, and end `shared` with it (or with its error)."""
+        if inspect.isawaitable(produced):
+            try:
+                produced = await produced
+            except asyncio.CancelledError:
+                self._end_once(key, shared, error=asyncio.CancelledError())
+                raise  # cut off: the record stays "started"
+            except BaseException as exc:
+                await journal.drop(key)  # `fn` reported its failure: nothing is left uncertain
+                self._end_once(key, shared, error=exc)
+                return
+        try:
+            recorded = codec.record(produced)[0]
+        except Unrecordable as exc:
+            self._refuse(key, str(exc))  # the record stays "started": the effect happened
+        else:
+            self.state.once[key] = recorded
+            try:
+                await journal.finish(key, recorded)
+            except asyncio.CancelledError:
+                # The effect happened: record it before the cancellation goes through.
+                await journal.finish(key, recorded)
+                self._end_once(key, shared, produced)
+                raise
+        self._end_once(key, shared, produced)
+
+    def _end_once(
+        self,
+        key: str,
+        shared: asyncio.Future[Any],
+        value: Any = None,
+        error: BaseException | None = None,
+    ) -> None:
+        """The journaled `once` that `shared` stands for ended: with `value`, or `error`."""
+        if self._once_running is not None and self._once_running.get(key) is shared:
+            del self._once_running[key]
+        if shared.done():
+            return
+        if error is None:
+            shared.set_result(value)
+        elif isinstance(error, asyncio.CancelledError):
+            shared.cancel()
+        else:
+            shared.set_exception(error)
+            shared.exception()  # whoever awaits it gets it; nobody may: no "never retrieved"
+
+    async def _may_run_again(
+        self, journal: OnceJournal, key: str, on_uncertain: OnUncertain
+    ) -> bool:
+        """Whether a `once` an earlier attempt started and never finished runs again now."""
+        if on_uncertain == "retry":
+            return True
+        if on_uncertain == "fail" or not callable(on_uncertain):
+            return False
+        may_have_run = on_uncertain(journal.idempotency_key(key))
+        if inspect.isawaitable(may_have_run):
+            may_have_run = await may_have_run
+        return not may_have_run
 
     async def _once_live(self, key: str, fn: Callable[[], Any]) -> Any:
         """Rule 10: run `fn` once per request; its result is kept as it is, never sealed."""
@@ -865,6 +1032,12 @@ class Replay:
         if self._unrecordable is None:
             self._unrecordable = {}
         self._unrecordable[key] = problem
+
+
+def _cancel_with(running: asyncio.Future[Any], shared: asyncio.Future[Any]) -> None:
+    """A cancelled `shared` (the run was cut short) cancels the task it stands for."""
+    if shared.cancelled():
+        running.cancel()
 
 
 def _restore(key: str, codec: OnceCodec, recorded: Any) -> Any:

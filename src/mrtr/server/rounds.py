@@ -406,7 +406,9 @@ class Round:
             ctx.input_responses = responses
         redemptions = self.keeper.redemptions
         if verified is not None and redemptions is not None and verified.flow_id:
-            # A sealed state is redeemed once: a repeat gets the first outcome (redemption.py).
+            # A sealed state is redeemed once: a repeat gets the first outcome (redemption.py);
+            # a second attempt (cancelled, taken over) finds its `once` runs in the journal.
+            ctx._engine.journal = redemptions.journal(verified)
             return await redemptions.redeem(
                 self.binding,
                 verified,
