@@ -1,0 +1,57 @@
+"""Checks of the interoperability matrix known to fail, by cell id (`cells.Cell.id`), each with
+its reason: a bug of ours awaiting its fix (issue 28), or a peer's bug (with a link to its code).
+
+Every listed check still runs. The cell fails if a listed check passes (remove it here: the fix
+landed) or if an unlisted one fails; otherwise it ends as an xfail naming the reasons. A reason
+starting "peer race" is a timing-dependent peer bug: its check is reported either way, and its
+passing is not taken for a fix.
+"""
+
+from __future__ import annotations
+
+from cells_names import ERROR_PATH_CHECKS
+
+LEGACY_HTTP_STATUS = (
+    "ours, issue 28 item 1: on a legacy HTTP session a JSON-RPC error goes out with HTTP 400/404; "
+    "the client raises on the status and loses the session"
+)
+NO_SSE_SERVER = "ours, issue 28 item 2: the server has no HTTP+SSE transport (2024-11-05) yet"
+NO_SSE_CLIENT = (
+    "ours, issue 28 item 2: the client does not fall back to HTTP+SSE (2024-11-05): "
+    "its POST to the /sse URL gets 404 or 405"
+)
+
+
+TS1_PROGRESS_RACE = (
+    "peer race, TypeScript SDK 1.x: notifications are dispatched a microtask later than "
+    "responses, so progress that arrives in the same read as the result finds its handler gone "
+    "('unknown token'); over stdio it usually does. See _onnotification and _onprogress in "
+    "https://github.com/modelcontextprotocol/typescript-sdk/blob/v1.x/src/shared/protocol.ts"
+)
+
+WHOLE_CELL = "*"
+"""A key standing for the whole cell: at least one check fails (which ones may vary)."""
+
+
+def every(checks: list[str], reason: str) -> dict[str, str]:
+    """`reason` for each of `checks`."""
+    return dict.fromkeys(checks, reason)
+
+
+KNOWN_FAILURES: dict[str, dict[str, str]] = {
+    "mcp 1.30.0 | peer client -> mrtr server | http | 2025-11-25": every(
+        ERROR_PATH_CHECKS, LEGACY_HTTP_STATUS
+    ),
+    "mcp 1.30.0 | peer client -> mrtr server | sse | 2025-11-25": {WHOLE_CELL: NO_SSE_SERVER},
+    "TypeScript SDK 1.32.2 | peer client -> mrtr server | stdio | 2025-11-25": {
+        "progress and logs": TS1_PROGRESS_RACE
+    },
+    "TypeScript SDK 1.32.2 | peer client -> mrtr server | sse | 2025-11-25": {
+        WHOLE_CELL: NO_SSE_SERVER
+    },
+    **{
+        f"{peer} | {direction} -> peer server | sse | 2025-11-25": {WHOLE_CELL: NO_SSE_CLIENT}
+        for peer in ("mcp 1.30.0", "server-everything 2026.8.31")
+        for direction in ("mrtr client", "mrtr call")
+    },
+}
