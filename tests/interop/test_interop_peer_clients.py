@@ -30,13 +30,21 @@ from loopback_process import free_port, listening
 CELL_GUARD = 240.0  # seconds for one driver run: only reached when something hangs
 
 
+LEGACY = "2025-11-25"
+MODERN = "2026-07-28"
+MODES = {LEGACY: "legacy", MODERN: "auto"}
+"""How a dual-era peer is told which era to speak (MATRIX_MODE, read by its driver)."""
+
+
 @dataclass(frozen=True)
 class PeerClient:
     label: str
-    era: str
-    transports: tuple[str, ...]
+    eras: dict[str, tuple[str, ...]]
+    """The transports the peer's client has, by the era it speaks over them."""
     argv: Callable[[], list[str]]
     """The driver's command line, up to the transport arguments."""
+    reports_version: bool = True
+    """Whether the driver's `initialize` check shows the negotiated protocol version."""
 
 
 def python_driver(venv: str, script: str) -> Callable[[], list[str]]:
@@ -51,29 +59,53 @@ def node_driver(package: str, script: str) -> Callable[[], list[str]]:
     return argv
 
 
+def pinned(name: str) -> str:
+    return PYTHON_PEERS[name].split("==")[1]
+
+
+EVERY_LEGACY = ("stdio", "http", "sse")
 PEER_CLIENTS = [
     PeerClient(
-        f"mcp {PYTHON_PEERS['mcp1'].split('==')[1]}",
-        "2025-11-25",
-        ("stdio", "http", "sse"),
+        f"mcp {pinned('mcp1')}",
+        {LEGACY: EVERY_LEGACY},
         python_driver("mcp1", "mcp1_client.py"),
     ),
     PeerClient(
+        f"mcp {pinned('mcp2')}",
+        {MODERN: ("stdio", "http"), LEGACY: ("stdio", "http")},
+        python_driver("mcp2", "mcp2_client.py"),
+    ),
+    PeerClient(
+        f"fastmcp {pinned('fastmcp3')}",
+        {LEGACY: EVERY_LEGACY},
+        python_driver("fastmcp3", "fastmcp_client.py"),
+    ),
+    PeerClient(
+        f"fastmcp {pinned('fastmcp4')}",
+        {MODERN: ("stdio", "http"), LEGACY: EVERY_LEGACY},
+        python_driver("fastmcp4", "fastmcp_client.py"),
+    ),
+    PeerClient(
         f"TypeScript SDK {NPM_PEERS['@modelcontextprotocol/sdk']}",
-        "2025-11-25",
-        ("stdio", "http", "sse"),
+        {LEGACY: EVERY_LEGACY},
         node_driver("@modelcontextprotocol/sdk", "ts1_client.mjs"),
+        reports_version=False,  # its stdio transport keeps the negotiated version to itself
     ),
 ]
 CELLS = [
-    pytest.param(peer, transport, id=f"{peer.label}-{transport}")
+    pytest.param(peer, era, transport, id=f"{peer.label}-{transport}-{era}")
     for peer in PEER_CLIENTS
-    for transport in peer.transports
+    for era, transports in peer.eras.items()
+    for transport in transports
 ]
 
 
-def run_driver(argv: list[str]) -> tuple[str, str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(DRIVERS)])}
+def run_driver(argv: list[str], era: str) -> tuple[str, str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(DRIVERS)]),
+        "MATRIX_MODE": MODES[era],
+    }
     # The peer's interpreter must not see our dependencies: only our source and the drivers.
     done = subprocess.run(
         argv, capture_output=True, text=True, timeout=CELL_GUARD, env=env, cwd=DRIVERS
@@ -82,15 +114,20 @@ def run_driver(argv: list[str]) -> tuple[str, str]:
 
 
 @pytest.mark.timeout(CELL_GUARD + 30)
-@pytest.mark.parametrize(("peer", "transport"), CELLS)
-def test_peer_client_against_our_server(peer: PeerClient, transport: str) -> None:
-    cell = Cell(peer.label, "peer client -> mrtr server", transport, peer.era)
+@pytest.mark.parametrize(("peer", "era", "transport"), CELLS)
+def test_peer_client_against_our_server(peer: PeerClient, era: str, transport: str) -> None:
+    cell = Cell(peer.label, "peer client -> mrtr server", transport, era)
     if transport == "stdio":
-        out, err = run_driver([*peer.argv(), "stdio", our_python(), str(MATRIX_SERVER)])
+        out, err = run_driver([*peer.argv(), "stdio", our_python(), str(MATRIX_SERVER)], era)
     else:
         port = free_port()
         server = [our_python(), str(MATRIX_SERVER), "http", str(port)]
         path = "mcp" if transport == "http" else "sse"
         with listening(server, port, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}):
-            out, err = run_driver([*peer.argv(), transport, f"http://127.0.0.1:{port}/{path}"])
-    judge(cell, parse_checks(out), CLIENT_CHECKS, log=err)
+            url = f"http://127.0.0.1:{port}/{path}"
+            out, err = run_driver([*peer.argv(), transport, url], era)
+    checks = parse_checks(out)
+    for check in checks:
+        if check["check"] == "initialize" and peer.reports_version and era not in check["detail"]:
+            check.update(ok=False, detail=f"expected {era}, negotiated {check['detail']}")
+    judge(cell, checks, CLIENT_CHECKS, log=err)

@@ -120,7 +120,14 @@ async def outcome(op: Awaitable[Any]) -> str:
 
 
 def is_error(text: str) -> bool:
-    return text.startswith(("raised:", "isError:"))
+    """The peer's answer to a bad request: a tool error, or a JSON-RPC error from the server (a
+    transport failure of our client's, code -1001 to -1009, is not an answer)."""
+    if text.startswith("isError:"):
+        return True
+    code = text.removeprefix("raised: ").split(" ", 1)[0]
+    return (
+        text.startswith("raised:") and code.lstrip("-").isdigit() and not -1010 < int(code) < -1000
+    )
 
 
 async def client_checks(client: Client, peer: PeerServer) -> list[dict[str, Any]]:

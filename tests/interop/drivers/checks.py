@@ -46,8 +46,12 @@ async def check(name: str, op: Callable[[], Awaitable[Any]], want: Callable[[Any
 
 
 def is_error(outcome: Any) -> bool:
-    """An error outcome: an exception text ("raised: ...") or an isError result."""
-    return isinstance(outcome, str) and outcome.startswith(("raised:", "isError:"))
+    """The server's answer to a bad request: a JSON-RPC error ("raised: CODE ...") or an isError
+    result; anything else the client raised (a lost connection) is not an answer."""
+    if not isinstance(outcome, str):
+        return False
+    code = outcome.removeprefix("raised: ").split(" ", 1)[0]
+    return outcome.startswith("isError:") or code.lstrip("-").isdigit()
 
 
 async def run_checks(peer: Any, answers: Answers) -> None:

@@ -36,7 +36,10 @@ async function check(name, op, want) {
   }
 }
 
-const isError = (t) => typeof t === "string" && (t.startsWith("raised:") || t.startsWith("isError:"));
+// The server's answer to a bad request: a JSON-RPC error with its code, or an isError result
+// (an error without a code, such as "Not connected", is not an answer).
+const isError = (t) =>
+  typeof t === "string" && (t.startsWith("isError:") || /^raised: -?\d+ /.test(t));
 const text = (items) => items.map((c) => c.text ?? "").join(" ");
 
 const client = new Client(
