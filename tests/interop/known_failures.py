@@ -29,6 +29,13 @@ TS1_PROGRESS_RACE = (
     "https://github.com/modelcontextprotocol/typescript-sdk/blob/v1.x/src/shared/protocol.ts"
 )
 
+MCP2_MRTR_TOOL_ON_LEGACY = (
+    "peer, mcp 2.3.0: a tool that answers InputRequiredResult (the SDK's 2026-07-28 way to ask) "
+    "fails on an initialize-based session ('Handler returned an invalid result', -32603) instead "
+    "of asking on the session; see the tool-result handling in "
+    "https://github.com/modelcontextprotocol/python-sdk/tree/main/src/mcp/server"
+)
+
 WHOLE_CELL = "*"
 """A key standing for the whole cell: at least one check fails (which ones may vary)."""
 
@@ -50,6 +57,9 @@ KNOWN_FAILURES: dict[str, dict[str, str]] = {
         f"{peer} | peer client -> mrtr server | sse | 2025-11-25": {WHOLE_CELL: NO_SSE_SERVER}
         for peer in ("mcp 1.30.0", "fastmcp 3.4.11", "fastmcp 4.2.3")
     },
+    "mcp 2.3.0 | mrtr client -> peer server | stdio | 2025-11-25": {
+        "elicit": MCP2_MRTR_TOOL_ON_LEGACY
+    },
     "TypeScript SDK 1.32.2 | peer client -> mrtr server | stdio | 2025-11-25": {
         "progress and logs": TS1_PROGRESS_RACE
     },
@@ -58,7 +68,7 @@ KNOWN_FAILURES: dict[str, dict[str, str]] = {
     },
     **{
         f"{peer} | {direction} -> peer server | sse | 2025-11-25": {WHOLE_CELL: NO_SSE_CLIENT}
-        for peer in ("mcp 1.30.0", "server-everything 2026.8.31")
+        for peer in ("mcp 1.30.0", "fastmcp 3.4.11", "server-everything 2026.8.31")
         for direction in ("mrtr client", "mrtr call")
     },
 }

@@ -116,7 +116,7 @@ async def main() -> None:
                 logging_callback=log,
             )
         )
-        init = await asyncio.wait_for(session.initialize(), 20)
+        init = await asyncio.wait_for(session.initialize(), 90)  # starts the server
         await run_checks(Peer(session, str(init.protocolVersion), answers), answers)
 
 
