@@ -22,11 +22,17 @@ NO_SSE_CLIENT = (
 )
 
 
-TS1_PROGRESS_RACE = (
-    "peer race, TypeScript SDK 1.x: notifications are dispatched a microtask later than "
-    "responses, so progress that arrives in the same read as the result finds its handler gone "
-    "('unknown token'); over stdio it usually does. See _onnotification and _onprogress in "
-    "https://github.com/modelcontextprotocol/typescript-sdk/blob/v1.x/src/shared/protocol.ts"
+TS_PROGRESS_RACE = (
+    "peer race, TypeScript SDK (1.x and 2.x): notifications are dispatched a microtask later "
+    "than responses, so progress that arrives in the same read as the result finds its handler "
+    "gone ('unknown token'); over stdio it usually does. See _onnotification and _onprogress in "
+    "https://github.com/modelcontextprotocol/typescript-sdk/blob/main/packages/core/src/shared/protocol.ts"
+)
+TS2_404_BODY = (
+    "peer, TypeScript client 2.x: on 2026-07-28 a server MUST answer an unknown method with HTTP "
+    "404 and a -32601 JSON-RPC error; the client reports a transport error "
+    "(CLIENT_HTTP_NOT_IMPLEMENTED) and loses the JSON-RPC code. See the status handling in "
+    "https://github.com/modelcontextprotocol/typescript-sdk/blob/main/packages/client/src/client/streamableHttp.ts"
 )
 
 MCP2_MRTR_TOOL_ON_LEGACY = (
@@ -55,16 +61,33 @@ KNOWN_FAILURES: dict[str, dict[str, str]] = {
     },
     **{
         f"{peer} | peer client -> mrtr server | sse | 2025-11-25": {WHOLE_CELL: NO_SSE_SERVER}
-        for peer in ("mcp 1.30.0", "fastmcp 3.4.11", "fastmcp 4.2.3")
+        for peer in (
+            "mcp 1.30.0",
+            "fastmcp 3.4.11",
+            "fastmcp 4.2.3",
+            "TypeScript SDK 1.32.2",
+            "TypeScript client 2.4.0",
+        )
     },
     "mcp 2.3.0 | mrtr client -> peer server | stdio | 2025-11-25": {
         "elicit": MCP2_MRTR_TOOL_ON_LEGACY
     },
-    "TypeScript SDK 1.32.2 | peer client -> mrtr server | stdio | 2025-11-25": {
-        "progress and logs": TS1_PROGRESS_RACE
+    # The TypeScript SDKs' progress race: any cell may see it (over stdio most do).
+    **{
+        f"{peer} | peer client -> mrtr server | {transport} | {era}": {
+            "progress and logs": TS_PROGRESS_RACE
+        }
+        for peer in ("TypeScript SDK 1.32.2", "TypeScript client 2.4.0")
+        for transport in ("stdio", "http")
+        for era in ("2025-11-25", "2026-07-28")
     },
-    "TypeScript SDK 1.32.2 | peer client -> mrtr server | sse | 2025-11-25": {
-        WHOLE_CELL: NO_SSE_SERVER
+    "TypeScript client 2.4.0 | peer client -> mrtr server | http | 2025-11-25": {
+        "progress and logs": TS_PROGRESS_RACE,
+        **every(["unknown tool", "unknown resource", "unknown method"], LEGACY_HTTP_STATUS),
+    },
+    "TypeScript client 2.4.0 | peer client -> mrtr server | http | 2026-07-28": {
+        "progress and logs": TS_PROGRESS_RACE,
+        "unknown method": TS2_404_BODY,
     },
     **{
         f"{peer} | {direction} -> peer server | sse | 2025-11-25": {WHOLE_CELL: NO_SSE_CLIENT}

@@ -91,6 +91,11 @@ PEER_CLIENTS = [
         node_driver("@modelcontextprotocol/sdk", "ts1_client.mjs"),
         reports_version=False,  # its stdio transport keeps the negotiated version to itself
     ),
+    PeerClient(
+        f"TypeScript client {NPM_PEERS['@modelcontextprotocol/client']}",
+        {MODERN: ("stdio", "http"), LEGACY: EVERY_LEGACY},
+        node_driver("@modelcontextprotocol/client", "ts2_client.mjs"),
+    ),
 ]
 CELLS = [
     pytest.param(peer, era, transport, id=f"{peer.label}-{transport}-{era}")
