@@ -1,0 +1,57 @@
+"""A server whose tools leave a countable trace of every side effect
+(`tests/test_guarantees_property.py`).
+
+Each effect is one line `<flow> <kind> <pid>` appended to the file named by `MRTR_TEST_EFFECTS`
+(one O_APPEND write, so concurrent processes never interleave lines), so a test counts how many
+times each flow's effects ran, whatever the server answered. The caller is the `x-test-user`
+header; the key and the store come from the `MRTR_*` variables (`MRTR_STORE_URL` for Redis).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from mrtr import RequestContext, Server
+from mrtr.settings import server_options
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from caller_header import caller
+
+EFFECTS_VARIABLE = "MRTR_TEST_EFFECTS"
+CONFIRM = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+
+server = Server("guarantees", version="1.0.0", options=server_options(principal=caller))
+
+
+def record(flow: str, kind: str) -> str:
+    """Append one line for one performed effect and return it."""
+    line = f"{flow} {kind} {os.getpid()}\n"
+    fd = os.open(os.environ[EFFECTS_VARIABLE], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+    return line.strip()
+
+
+@server.tool()
+async def transfer(ctx: RequestContext, flow: str, pause_ms: int = 0) -> dict[str, str]:
+    """Reserve (a `once` before the first question), ask twice, pause, then commit: three
+    rounds, two effects that must each run exactly once per completed flow."""
+    reserved = await ctx.once("reserve", lambda: record(flow, "reserve"), type=str)
+    await ctx.elicit(f"{flow}: first?", CONFIRM, key="first")
+    await ctx.elicit(f"{flow}: second?", CONFIRM, key="second")
+    # The pause sits between the last answer and the effect, where a dropped connection or a
+    # stalled store hurts most: the round is running, its outcome not yet kept.
+    await asyncio.sleep(max(0, min(pause_ms, 2000)) / 1000)
+    committed = record(flow, "commit")
+    return {"reserved": reserved, "committed": committed}
+
+
+@server.tool()
+async def note(flow: str) -> str:
+    """One effect, no question: what a legacy session's caller runs."""
+    return record(flow, "note")

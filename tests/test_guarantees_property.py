@@ -1,0 +1,473 @@
+"""Property: whatever order messages come in, each side effect runs at most once, each completed
+flow's effects exactly once, and no caller reaches another's flow or session.
+
+A Hypothesis state machine drives one real `mrtr serve --transport http` process (its store in
+memory, or a real `redis-server` with AOF) over raw HTTP, as several callers: it starts
+three-round MRTR flows, answers them, re-sends earlier rounds (duplicated and reordered), sends a
+flow's round as another caller, drops connections while a round runs and then retries it, opens
+legacy sessions and tries them as another caller, and (with Redis) stalls the store while a round
+runs. After every step it counts the effects the server's tools appended to a file outside the
+store, and checks that the server's memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from loopback_process import free_port, stop, wait_listening
+from mrtr.protocol import meta as meta_keys
+from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET = str(ROOT / "tests" / "servers" / "guarantees_server.py") + ":server"
+GUARD = 15.0  # seconds for one answer: only ever reached when something hangs
+LEGACY_VERSION = "2025-11-25"
+CALLERS = ("alice", "bob", "carol")
+PAUSE_MS = 300  # how long a "slow" flow's last round runs before its effect
+STALL = 1.5  # seconds the store is stopped for (longer than the store's 1 s timeout)
+RSS_CEILING = 400 * 1024 * 1024  # far above what these few flows need; a leak crosses it
+_ids = itertools.count(1)
+
+
+# --- the server under test -------------------------------------------------------------------
+
+
+@dataclass
+class Deployment:
+    """One server process, its effects file, and the redis-server behind it (if any)."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+    effects: Path
+    redis: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def effect_counts(self) -> Counter[tuple[str, str]]:
+        """(flow, kind) -> how many times that effect ran."""
+        counts: Counter[tuple[str, str]] = Counter()
+        with contextlib.suppress(FileNotFoundError):
+            for line in self.effects.read_text().splitlines():
+                flow, kind, _pid = line.split()
+                counts[(flow, kind)] += 1
+        return counts
+
+    def rss(self) -> int:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise AssertionError("the server process has no VmRSS")
+
+
+def _start_redis(directory: str) -> tuple[subprocess.Popen[bytes], int]:
+    """A redis-server with AOF on every write, so a stall or restart loses no record."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is not installed (scripts/test.sh installs it)")
+    port = free_port()
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", directory,
+         "--appendonly", "yes", "--appendfsync", "always", "--maxmemory-policy", "noeviction"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    wait_listening(port, process)
+    return process, port
+
+
+@contextlib.contextmanager
+def deployment(store: str) -> Iterator[Deployment]:
+    directory = tempfile.mkdtemp(prefix="mrtr-guarantees-")
+    env = {
+        **os.environ,
+        "MRTR_TEST_EFFECTS": str(Path(directory) / "effects"),
+        "MRTR_REQUEST_STATE_KEY": "k" * 32,
+        "MRTR_LOG_LEVEL": "error",
+    }
+    redis = None
+    if store == "redis":
+        redis, redis_port = _start_redis(directory)
+        env["MRTR_STORE_URL"] = f"redis://127.0.0.1:{redis_port}/0"
+    port = free_port()
+    log = Path(directory) / "server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mrtr", "serve", TARGET, "--transport", "http",
+             "--host", "127.0.0.1", "--port", str(port)],
+            stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+        )  # fmt: skip
+    try:
+        wait_listening(port, process, describe=lambda: log.read_text()[-2000:])
+        yield Deployment(port, process, Path(env["MRTR_TEST_EFFECTS"]), redis)
+    finally:
+        stop(process)
+        if redis is not None:
+            with contextlib.suppress(ProcessLookupError):
+                redis.send_signal(signal.SIGCONT)
+            stop(redis)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+# --- the wire --------------------------------------------------------------------------------
+
+
+def modern_body(name: str, arguments: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    meta = {
+        meta_keys.PROTOCOL_VERSION: LATEST_PROTOCOL_VERSION,
+        meta_keys.CLIENT_INFO: {"name": "guarantees", "version": "1"},
+        meta_keys.CLIENT_CAPABILITIES: {"elicitation": {"form": {}}},
+    }
+    params = {"name": name, "arguments": arguments, **extra, "_meta": meta}
+    return {"jsonrpc": "2.0", "id": next(_ids), "method": "tools/call", "params": params}
+
+
+def modern_headers(caller: str, name: str) -> dict[str, str]:
+    return {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": LATEST_PROTOCOL_VERSION,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": name,
+        "x-test-user": caller,
+    }
+
+
+def decode(response: httpx.Response) -> dict[str, Any] | None:
+    """The JSON-RPC message a response carries (the last one of an SSE stream), or None."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        messages = [
+            json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")
+        ]
+        answers = [m for m in messages if "id" in m and ("result" in m or "error" in m)]
+        return answers[-1] if answers else None
+    if not response.content:
+        return None
+    message: dict[str, Any] = response.json()
+    return message
+
+
+def raw_post(port: int, body: dict[str, Any], headers: dict[str, str]) -> None:
+    """Send one POST and drop the connection without reading the answer."""
+    payload = json.dumps(body).encode()
+    head = ["POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{port}", f"Content-Length: {len(payload)}"]
+    head += [f"{k}: {v}" for k, v in headers.items()]
+    with socket.create_connection(("127.0.0.1", port), timeout=GUARD) as sock:
+        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
+        time.sleep(PAUSE_MS / 3000)  # the round has begun running when the connection drops
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+
+
+# --- the model -------------------------------------------------------------------------------
+
+
+@dataclass
+class Flow:
+    """What the model knows of one MRTR flow."""
+
+    id: str
+    caller: str
+    slow: bool
+    sent: list[dict[str, Any]] = field(default_factory=list)  # params of rounds 2.. as sent
+    pending: dict[str, Any] | None = None  # the next round's params, once known
+    done: bool = False
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        return {"flow": self.id, "pause_ms": PAUSE_MS if self.slow else 0}
+
+
+def answers_for(result: dict[str, Any]) -> dict[str, Any]:
+    """The next round's `inputResponses` and `requestState` for an input_required result."""
+    responses = {k: {"action": "accept", "content": {"ok": True}} for k in result["inputRequests"]}
+    return {"inputResponses": responses, "requestState": result["requestState"]}
+
+
+def is_retryable(response: httpx.Response, message: dict[str, Any] | None) -> bool:
+    """An answer that tells the client to try again later (the store was unavailable)."""
+    if response.status_code == 503:
+        return True
+    data = ((message or {}).get("error") or {}).get("data") or {}
+    return isinstance(data, dict) and data.get("reason") in {"store_unavailable", "retry"}
+
+
+class Guarantees(RuleBasedStateMachine):
+    """The state machine; `deployment` is set by the test before it runs."""
+
+    deployment: Deployment
+
+    flows = Bundle("flows")
+    sessions = Bundle("sessions")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.http = httpx.Client(timeout=GUARD)
+        self.known: list[Flow] = []
+        self.notes: Counter[str] = Counter()  # legacy note flow -> calls answered with a result
+        self.opened: list[tuple[str, str]] = []
+
+    def teardown(self) -> None:
+        # Sessions are ended so that examples do not add up against the per-caller budget.
+        for session in self.opened:
+            self.http.delete(self.deployment.url, headers=self.legacy_headers(*session))
+        self.http.close()
+
+    # --- sending ---
+
+    def send_round(
+        self, flow: Flow, params: dict[str, Any], caller: str | None = None
+    ) -> tuple[httpx.Response, dict[str, Any] | None]:
+        body = modern_body("transfer", flow.arguments, params)
+        headers = modern_headers(caller or flow.caller, "transfer")
+        response = self.http.post(self.deployment.url, json=body, headers=headers)
+        message = decode(response)
+        assert message is not None, f"HTTP {response.status_code} with no JSON-RPC answer"
+        assert message.get("id") == body["id"], message
+        if "error" in message:
+            text = json.dumps(message["error"])
+            assert "Traceback" not in text and 'File "' not in text, text
+        return response, message
+
+    def take(self, flow: Flow, params: dict[str, Any], message: dict[str, Any]) -> None:
+        """Move `flow` on by the answer `message` to the round `params`."""
+        result = message.get("result")
+        if result is None:
+            return
+        if result.get("resultType") == "input_required":
+            flow.sent.append(params)
+            flow.pending = answers_for(result)
+        else:
+            assert not result.get("isError"), result
+            flow.sent.append(params)
+            flow.pending = None
+            flow.done = True
+
+    # --- rules: modern flows ---
+
+    @rule(target=flows, caller=st.sampled_from(CALLERS), slow=st.booleans())
+    def start(self, caller: str, slow: bool) -> Flow:
+        flow = Flow(uuid.uuid4().hex[:12], caller, slow)
+        self.known.append(flow)
+        _response, message = self.send_round(flow, {})
+        assert message is not None and "result" in message, message
+        assert message["result"]["resultType"] == "input_required", message
+        flow.pending = answers_for(message["result"])
+        return flow
+
+    @rule(flow=flows)
+    def answer(self, flow: Flow) -> None:
+        if flow.pending is None:
+            return
+        params = flow.pending
+        _response, message = self.send_round(flow, params)
+        assert message is not None and "result" in message, message
+        self.take(flow, params, message)
+
+    @rule(flow=flows, data=st.data())
+    def resend(self, flow: Flow, data: st.DataObject) -> None:
+        """A round already answered comes again (a duplicate, or late: reordered)."""
+        if not flow.sent:
+            return
+        params = data.draw(st.sampled_from(flow.sent))
+        _response, message = self.send_round(flow, params)
+        assert message is not None
+        if "result" in message:
+            result = message["result"]
+            assert result.get("resultType") == "input_required" or not result.get("isError")
+
+    @rule(flow=flows, other=st.sampled_from(CALLERS))
+    def as_another_caller(self, flow: Flow, other: str) -> None:
+        """A flow's next round, sent by someone else, is refused and changes nothing."""
+        if other == flow.caller or flow.pending is None:
+            return
+        before = self.deployment.effect_counts()
+        _response, message = self.send_round(flow, flow.pending, caller=other)
+        assert message is not None and "error" in message, message
+        assert self.deployment.effect_counts() == before
+
+    @rule(flow=flows)
+    def drop_then_retry(self, flow: Flow) -> None:
+        """The connection drops while the round runs; the client sends the round again."""
+        if flow.pending is None:
+            return
+        params = flow.pending
+        body = modern_body("transfer", flow.arguments, params)
+        raw_post(self.deployment.port, body, modern_headers(flow.caller, "transfer"))
+        _response, message = self.send_round(flow, params)
+        assert message is not None and "result" in message, message
+        self.take(flow, params, message)
+
+    @precondition(lambda self: self.deployment.redis is not None)
+    @rule(flow=flows)
+    def stall_store(self, flow: Flow) -> None:
+        """The store stops answering while a round is sent; the answer says to retry or is the
+        result, and once the store is back the round completes."""
+        if flow.pending is None:
+            return
+        redis = self.deployment.redis
+        assert redis is not None
+        params = flow.pending
+        redis.send_signal(signal.SIGSTOP)
+        resume = threading.Timer(STALL, redis.send_signal, (signal.SIGCONT,))
+        resume.start()
+        try:
+            response, message = self.send_round(flow, params)
+        finally:
+            resume.join()
+        assert message is not None
+        if "result" in message:
+            self.take(flow, params, message)
+            return
+        assert is_retryable(response, message), (response.status_code, message)
+        _response, message = self.send_round(flow, params)
+        assert message is not None and "result" in message, message
+        self.take(flow, params, message)
+
+    # --- rules: legacy sessions ---
+
+    @rule(target=sessions, caller=st.sampled_from(CALLERS))
+    def open_session(self, caller: str) -> tuple[str, str]:
+        body = {
+            "jsonrpc": "2.0",
+            "id": next(_ids),
+            "method": "initialize",
+            "params": {
+                "protocolVersion": LEGACY_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "guarantees", "version": "1"},
+            },
+        }
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "x-test-user": caller,
+        }
+        response = self.http.post(self.deployment.url, json=body, headers=headers)
+        assert response.status_code == 200, response.text
+        session = response.headers["mcp-session-id"]
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        response = self.http.post(
+            self.deployment.url, json=initialized, headers=self.legacy_headers(caller, session)
+        )
+        assert response.status_code == 202, response.text
+        self.opened.append((caller, session))
+        return caller, session
+
+    def legacy_headers(self, caller: str, session: str) -> dict[str, str]:
+        return {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": LEGACY_VERSION,
+            "Mcp-Session-Id": session,
+            "x-test-user": caller,
+        }
+
+    def legacy_note(self, caller: str, session: str) -> tuple[str, httpx.Response]:
+        flow = uuid.uuid4().hex[:12]
+        body = {
+            "jsonrpc": "2.0",
+            "id": next(_ids),
+            "method": "tools/call",
+            "params": {"name": "note", "arguments": {"flow": flow}},
+        }
+        response = self.http.post(
+            self.deployment.url, json=body, headers=self.legacy_headers(caller, session)
+        )
+        return flow, response
+
+    @rule(session=sessions)
+    def call_in_session(self, session: tuple[str, str]) -> None:
+        flow, response = self.legacy_note(*session)
+        message = decode(response)
+        assert response.status_code == 200 and message is not None, response.text
+        assert "result" in message, message
+        self.notes[flow] += 1
+
+    @rule(session=sessions, other=st.sampled_from(CALLERS))
+    def session_as_another_caller(self, session: tuple[str, str], other: str) -> None:
+        """Another caller cannot use a session: refused at the transport, nothing runs."""
+        owner, session_id = session
+        if other == owner:
+            return
+        flow, response = self.legacy_note(other, session_id)
+        assert response.status_code in (403, 404), (response.status_code, response.text)
+        assert self.deployment.effect_counts()[(flow, "note")] == 0
+
+    @rule(session=consumes(sessions))
+    def close_session(self, session: tuple[str, str]) -> None:
+        response = self.http.delete(self.deployment.url, headers=self.legacy_headers(*session))
+        assert response.status_code in (200, 202, 204), response.text
+
+    # --- what must hold after every step ---
+
+    @invariant()
+    def effects_at_most_once_and_completed_exactly_once(self) -> None:
+        counts = self.deployment.effect_counts()
+        for flow in self.known:
+            reserve, commit = counts[(flow.id, "reserve")], counts[(flow.id, "commit")]
+            assert reserve <= 1, f"flow {flow.id} reserved {reserve} times"
+            assert commit <= 1, f"flow {flow.id} committed {commit} times"
+            if flow.done:
+                assert (reserve, commit) == (1, 1), (flow.id, reserve, commit)
+        for flow, answered in self.notes.items():
+            assert counts[(flow, "note")] == answered, flow
+
+    @invariant()
+    def memory_bounded(self) -> None:
+        assert self.deployment.process.poll() is None, "the server exited"
+        assert self.deployment.rss() < RSS_CEILING
+
+
+# --- the tests -------------------------------------------------------------------------------
+
+EXAMPLES = {"memory": 20, "redis": 12}
+
+
+@pytest.mark.parametrize("store", ["memory", "redis"])
+def test_guarantees_hold_under_any_interleaving(store: str) -> None:
+    with deployment(store) as running:
+        Guarantees.deployment = running
+        run_state_machine_as_test(
+            Guarantees,
+            settings=settings(
+                max_examples=EXAMPLES[store],
+                stateful_step_count=15,
+                deadline=None,
+                derandomize=True,
+                # The server's state outlives an example, so a shrunk replay would not meet the
+                # same server: report the failing steps as generated.
+                phases=[Phase.explicit, Phase.generate],
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+            ),
+        )
