@@ -1,7 +1,8 @@
 """The HTTP answers of the Streamable HTTP endpoint, shared by its modern and legacy paths.
 
 Every refusal carries a JSON-RPC error saying why; errors from the dispatcher get the status the
-spec ties to their code (`ERROR_STATUS`), anything else 200.
+spec ties to their code (`ERROR_STATUS`), a store's retryable refusal ("store_unavailable",
+"store_full") 503 with `Retry-After`, anything else 200.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..protocol.errors import (
     UNSUPPORTED_PROTOCOL_VERSION,
     McpError,
 )
+from ..server.store import is_store_refusal
 
 Message = MutableMapping[str, Any]
 Send = Callable[[Message], Awaitable[None]]
@@ -38,6 +40,8 @@ ERROR_STATUS = {
     METHOD_NOT_FOUND: 404,
 }
 JSON_TYPE = (b"content-type", b"application/json")
+#: Sent with every 503: how many seconds to wait before retrying.
+RETRY_AFTER = (b"retry-after", b"1")
 SSE_HEADERS: Headers = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache"),
@@ -55,7 +59,11 @@ EMPTY_BODY: Message = {"type": "http.response.body", "body": b"", "more_body": F
 def status_of(response: dict[str, Any]) -> int:
     """The HTTP status of a JSON answer carrying `response`."""
     error = response.get("error")
-    return 200 if error is None else ERROR_STATUS.get(error.get("code"), 200)
+    if error is None:
+        return 200
+    if is_store_refusal(error):
+        return 503  # retryable: the store is down, restarting or full
+    return ERROR_STATUS.get(error.get("code"), 200)
 
 
 async def send_json(send: Send, status: int, body: bytes, extra: Headers | None = None) -> None:
@@ -63,6 +71,8 @@ async def send_json(send: Send, status: int, body: bytes, extra: Headers | None 
     headers = [JSON_TYPE, (b"content-length", b"%d" % len(body))]
     if extra:
         headers.extend(extra)
+    if status == 503 and not any(name == RETRY_AFTER[0] for name, _ in headers):
+        headers.append(RETRY_AFTER)
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
@@ -113,6 +123,7 @@ __all__ = [
     "ACCEPTED",
     "EMPTY_BODY",
     "ERROR_STATUS",
+    "RETRY_AFTER",
     "SSE_HEADERS",
     "accepted",
     "answer",
