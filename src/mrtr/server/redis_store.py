@@ -15,9 +15,9 @@ Imported only when a Redis URL is configured: the rest of the package never impo
   (-32603, `data.reason` "store_full") for a guarantee and a silently dropped write for a
   cache. So that work already admitted can still record its outcome, a new guarantee
   (`add`) is refused earlier, once Redis's `used_memory` passes `maxmemory` less an eighth:
-  `used_memory` is read (`INFO memory`) once a second, and at once when what this store
-  wrote since may have crossed that line. `check_reachable` logs a warning at start-up when
-  the policy is an evicting one.
+  `used_memory` is read (`INFO memory`, in the background) once a second, and sooner when
+  what this store wrote since may have crossed that line. `check_reachable` logs a warning
+  at start-up when the policy is an evicting one.
 * `RedisBroker`: Redis pub/sub. Publishing never waits: messages queue (bounded) for one
   sender task, so one publisher's messages reach Redis in order. A subscription reads in a
   task that reconnects with backoff when the connection is lost; what was published while it
@@ -170,6 +170,7 @@ class RedisStore:
         "_full_throttle",
         "_limit",
         "_sampled",
+        "_sampler",
         "_throttle",
         "_used",
         "_written",
@@ -217,6 +218,7 @@ class RedisStore:
         self._limit = 0
         self._written = 0
         self._sampled = -_SAMPLE_EVERY
+        self._sampler: asyncio.Task[None] | None = None
 
     async def _run(self, what: str, command: Awaitable[T]) -> T:
         try:
@@ -246,13 +248,13 @@ class RedisStore:
 
     async def _sample(self) -> None:
         """Read Redis's memory use and bound (not fatal when Redis does not tell them)."""
-        self._sampled = time.monotonic()
-        self._written = 0
+        written = self._written
         try:
             async with asyncio.timeout(self.timeout):
                 info = await self._client.info("memory")
         except (RedisError, OSError, TimeoutError):
-            return  # the command itself reports a Redis that is gone
+            return  # the commands themselves report a Redis that is gone
+        self._written -= written  # what was written while reading is not in the reading
         maxmemory = int(info.get("maxmemory") or 0)
         self._used = int(info.get("used_memory") or 0)
         self._limit = maxmemory - maxmemory // 8 if maxmemory > 0 else 0
@@ -264,8 +266,12 @@ class RedisStore:
         now = time.monotonic()
         since = now - self._sampled
         close = self._limit and self._used + self._written + size > self._limit
-        if since >= _SAMPLE_EVERY or (close and since >= _SAMPLE_AT_MOST):
-            await self._sample()
+        if (since >= _SAMPLE_EVERY or (close and since >= _SAMPLE_AT_MOST)) and (
+            self._sampler is None or self._sampler.done()
+        ):
+            # Read in the background: a write never waits for it (nor fails with it).
+            self._sampled = now
+            self._sampler = asyncio.get_running_loop().create_task(self._sample())
         if self._limit and self._used + self._written + size > self._limit:
             raise self._full()
 
@@ -318,6 +324,10 @@ class RedisStore:
 
     async def aclose(self) -> None:
         """Close the connections."""
+        if self._sampler is not None:
+            self._sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sampler
         await self._client.aclose()
 
 
