@@ -1,10 +1,11 @@
 """Guarantee records are never evicted: a full store refuses new work with a clear, retryable
 error (-32603, `data.reason` "store_full", HTTP 503) instead of dropping the redemption record
-of a round that already ran (or a DPoP proof's); in memory and in a real Redis at `maxmemory`
-with `noeviction`; an evicting Redis policy is warned about at start-up."""
+of a round that already ran (or a DPoP proof's, or a task's); in memory and in a real Redis
+at `maxmemory` with `noeviction`; an evicting Redis policy is warned about at start-up."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -14,11 +15,12 @@ import pytest
 
 from mrtr import Client, ElicitResult, McpError
 from mrtr.protocol.errors import INTERNAL_ERROR
+from mrtr.protocol.tasks import EXTENSION_ID
 from mrtr.server.auth.dpop import DPoPChecker, Proof
 from mrtr.server.auth.settings import DPoPSettings
 from mrtr.server.redis_store import RedisStore, check_reachable
 from mrtr.server.store import MemoryStore, StoreFull
-from mrtr_flows import accept, error_of, request_meta, result_of
+from mrtr_flows import accept, error_of, request_meta, result_of, rpc
 from redis_instance import running_redis
 from test_redemption import Shop
 from transport_flow import serve
@@ -28,6 +30,7 @@ SIZE = 250_000
 STORE_BYTES = 4 * 1024 * 1024
 MOST_FLOWS = 40  # far past what fits: only reached when nothing is ever refused
 STORE_FULL = {"reason": "store_full"}
+GUARD = 10.0  # seconds: only ever reached when something is broken
 
 
 def confirm(params: Any) -> ElicitResult:
@@ -170,3 +173,39 @@ async def test_dpop_proof_records_are_never_evicted_a_full_store_refuses_new_pro
     assert len(store) == 50
     # The first proof is still remembered: replaying it is refused, not let through.
     assert await checker.first_use(proofs[0]) is False
+
+
+async def test_task_records_are_never_evicted_a_full_store_refuses_new_tasks() -> None:
+    store = MemoryStore(max_entries=40)
+    shop = Shop(store=store)
+    gate = asyncio.Event()
+
+    @shop.server.tool(task="required")
+    async def pack(item: str) -> str:
+        """Packs `item`, as a task."""
+        await gate.wait()
+        return f"packed {item}"
+
+    caps = {"elicitation": {"form": {}}, "extensions": {EXTENSION_ID: {}}}
+    call = {"name": "pack", "arguments": {"item": "a"}, "task": {"ttl": 60_000}}
+    created = result_of(await rpc(shop.server, "tools/call", call, caps=caps))
+    assert created["resultType"] == "task"
+    for i in range(store.max_entries):
+        try:
+            await store.add(f"filler/{i}", b"x", 600)
+        except StoreFull:
+            break
+    refused = error_of(await rpc(shop.server, "tools/call", call, caps=caps))
+    assert refused["code"] == INTERNAL_ERROR and refused["data"] == STORE_FULL
+    assert "could not create a task" not in refused["message"]
+    # The first task's record is still there: it is found and finishes.
+    task = {"taskId": created["taskId"]}
+    assert result_of(await rpc(shop.server, "tasks/get", task, caps=caps))["status"] == "working"
+    gate.set()
+    async with asyncio.timeout(GUARD):
+        while True:
+            state = result_of(await rpc(shop.server, "tasks/get", task, caps=caps))
+            if state["status"] != "working":
+                break
+            await asyncio.sleep(0.01)
+    assert state["status"] == "completed"
