@@ -136,6 +136,7 @@ async def test_redis_at_maxmemory_with_noeviction_refuses_clearly_and_keeps_its_
             for _ in range(3):
                 assert result_of(await shop.final(first, name="report", size=SIZE)) == early
             assert len(shop.charges) == ran
+            assert store.refusals >= 1
             await store.ping()  # Redis is fine, and so is the store: only new writes wait
         finally:
             await store.aclose()

@@ -177,6 +177,7 @@ class RedisStore:
         "max_connections",
         "pool_timeout",
         "prefix",
+        "refusals",
         "timeout",
         "url",
     )
@@ -212,6 +213,8 @@ class RedisStore:
         self._client = _client(url, timeout, max_connections, pool_timeout)
         self._throttle = _Throttle()
         self._full_throttle = _Throttle()
+        #: Writes of guarantees refused with `StoreFull` (Redis full, or past its line).
+        self.refusals = 0
         # Redis's memory use at the last reading, the line past which new guarantees are
         # refused (0: none, no maxmemory or not readable) and the bytes written since.
         self._used = 0
@@ -238,6 +241,7 @@ class RedisStore:
             raise StoreUnavailable() from None
 
     def _full(self) -> StoreFull:
+        self.refusals += 1
         if self._full_throttle.allows():
             logger.error(
                 "the shared store (Redis at %s) is full (maxmemory reached, OOM): new "
