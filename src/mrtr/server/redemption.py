@@ -126,7 +126,7 @@ _REWRITE_EVERY: Final = 0.5
 _FULL_NOTE: Final = b"the store was full"
 
 # A record is one tag byte, the 32-hex-digit digest of the answers that claimed it, and then
-# the outcome as JSON ("running": the id of the process running it).
+# the outcome as JSON ("running": `<process id>:<token>` of the claim, rule 6).
 _RUNNING: Final = b"R"
 _RESULT: Final = b"D"
 _ERROR: Final = b"E"
