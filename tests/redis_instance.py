@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import subprocess
@@ -20,9 +21,11 @@ START_GUARD = 10.0  # seconds: only ever reached when something is broken
 
 
 class RedisInstance:
-    """One redis-server process (no persistence) that can be killed and restarted on its port."""
+    """One redis-server process (no persistence unless `options` ask for it) that can be killed
+    and restarted on its port."""
 
-    def __init__(self) -> None:
+    def __init__(self, *options: str) -> None:
+        """`options`: more redis-server arguments (`--maxmemory`, `--appendonly yes`...)."""
         binary = shutil.which("redis-server")
         if binary is None:
             pytest.fail(
@@ -32,6 +35,7 @@ class RedisInstance:
         self.binary = binary
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="mrtr-redis-")
+        self.options = options
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -42,7 +46,7 @@ class RedisInstance:
         """Start it and wait until it answers PING."""
         self.process = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", self.dir],
+             "--appendonly", "no", "--dir", self.dir, *self.options],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
@@ -69,12 +73,19 @@ class RedisInstance:
         self.process = None
 
 
-@pytest.fixture
-def redis_instance() -> Iterator[RedisInstance]:
-    instance = RedisInstance()
+@contextlib.contextmanager
+def running_redis(*options: str) -> Iterator[RedisInstance]:
+    """A started `RedisInstance` with `options`, stopped and cleaned up afterwards."""
+    instance = RedisInstance(*options)
     instance.start()
     try:
         yield instance
     finally:
         instance.stop()
         shutil.rmtree(instance.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def redis_instance() -> Iterator[RedisInstance]:
+    with running_redis() as instance:
+        yield instance

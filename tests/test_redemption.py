@@ -13,7 +13,7 @@ import pytest
 from mrtr import Client, ElicitResult, McpError, RequestContext, Server, ServerOptions, ToolError
 from mrtr.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS
 from mrtr.server import redemption
-from mrtr.server.store import ENTRY_OVERHEAD, MemoryStore, Store
+from mrtr.server.store import ENTRY_OVERHEAD, MemoryStore, Store, StoreFull
 from mrtr_flows import accept, call_tool, error_of, result_of, rpc
 from transport_flow import serve
 
@@ -242,27 +242,42 @@ async def test_memory_store_operations_and_expiry() -> None:
         MemoryStore(0)
 
 
-async def test_memory_store_is_bounded_by_lru_eviction_and_expiry() -> None:
+async def test_memory_store_evicts_caches_but_refuses_new_guarantees_when_full() -> None:
     clock = Clock()
     store = MemoryStore(max_entries=3, clock=clock)
     for key in "abc":
-        await store.set(key, key.encode(), 100)
-    assert await store.get("a") == b"a"  # "a" is now the most recently used
-    await store.set("d", b"d", 100)
+        await store.set(f"cache/{key}", key.encode(), 100)
+    assert await store.get("cache/a") == b"a"  # "a" is now the most recently used
+    await store.set("cache/d", b"d", 100)
     assert len(store) == 3 and store.evictions == 1
-    assert await store.get("b") is None  # the least recently used went first
-    assert [await store.get(key) for key in "acd"] == [b"a", b"c", b"d"]
+    assert await store.get("cache/b") is None  # the least recently used cache went first
+    # Guarantees push caches out, never each other.
+    await store.set("g1", b"1", 100)
+    await store.set("g2", b"2", 100)
+    assert await store.add("g3", b"3", 100) is True
+    assert len(store) == 3 and store.evictions == 4
+    with pytest.raises(StoreFull) as refused:
+        await store.add("g4", b"4", 100)
+    assert refused.value.code == INTERNAL_ERROR
+    assert refused.value.data == {"reason": "store_full"}
+    assert "retry later" in refused.value.message
+    assert store.refusals == 1
+    assert [await store.get(key) for key in ("g1", "g2", "g3")] == [b"1", b"2", b"3"]
+    assert await store.get("g4") is None
+    # A cache that does not fit is dropped, not refused; a guarantee rewritten no larger fits.
+    assert await store.add("cache/x", b"x", 100) is True
+    assert await store.get("cache/x") is None
+    await store.set("g1", b"", 100)
     for i in range(1000):
-        await store.add(f"flood-{i}", b"x" * 10, 100)
+        with pytest.raises(StoreFull):
+            await store.add(f"flood-{i}", b"x" * 10, 100)
     assert len(store) == 3
+    # Expired guarantees make room by themselves.
     clock.now += 200
-    assert store.purge_expired() == 3 and len(store) == 0
-    # An expired entry pushed out is not counted as an early eviction.
-    evictions = store.evictions
-    for key in "wxyz":
-        await store.set(key, b"", 1)
-        clock.now += 2
-    assert store.evictions == evictions
+    assert await store.add("g4", b"4", 100) is True
+    assert len(store) == 1 and store.purge_expired() == 0
+    clock.now += 200
+    assert store.purge_expired() == 1 and len(store) == 0
 
 
 def test_a_store_must_implement_the_interface() -> None:
@@ -341,7 +356,7 @@ async def test_a_round_whose_process_died_is_taken_over_quickly(
     monkeypatch.undo()
     beat = redemptions_of(shop)._beat
     alive = redemption.Redemptions.liveness_key("elsewhere")
-    assert beat is not None and await store.get(alive) == b"1"
+    assert beat is not None and (await store.get(alive) or b"").startswith(b"1,")  # + tokens
     # While that process is alive, a duplicate waits for it.
     waiting = asyncio.create_task(shop.final(state, amount=8))
     await asyncio.sleep(1.5)
@@ -361,17 +376,38 @@ async def test_a_round_whose_process_died_is_taken_over_quickly(
 
 
 async def test_memory_store_is_bounded_by_bytes() -> None:
-    store = MemoryStore(max_bytes=10 * (ENTRY_OVERHEAD + 1 + 100))
+    store = MemoryStore(max_bytes=10 * (ENTRY_OVERHEAD + 7 + 100), reserve_bytes=0)
     for i in range(10):
-        await store.set(str(i), b"x" * 100, 60)
+        await store.set(f"cache/{i}", b"x" * 100, 60)
     assert len(store) == 10 and store.evictions == 0
-    assert store.bytes == 10 * (ENTRY_OVERHEAD + 1 + 100)
-    await store.set("big", b"y" * 500, 60)  # pushes out the three oldest
+    assert store.bytes == 10 * (ENTRY_OVERHEAD + 7 + 100)
+    await store.set("big", b"y" * 500, 60)  # a guarantee: pushes out the three oldest caches
     assert await store.get("big") == b"y" * 500
-    assert [await store.get(str(i)) is None for i in range(4)] == [True, True, True, False]
+    assert [await store.get(f"cache/{i}") is None for i in range(4)] == [True, True, True, False]
     assert store.evictions == 3 and store.bytes <= store.max_bytes
     await store.set("big", b"z", 60)  # a rewrite counts its new size only
-    await store.delete("9")
-    assert store.bytes == 6 * (ENTRY_OVERHEAD + 1 + 100) + ENTRY_OVERHEAD + 3 + 1
+    await store.delete("cache/9")
+    assert store.bytes == 6 * (ENTRY_OVERHEAD + 7 + 100) + ENTRY_OVERHEAD + 3 + 1
+    with pytest.raises(StoreFull):
+        await store.set("big", b"h" * store.max_bytes, 60)  # a guarantee may not grow either
+    assert await store.get("big") == b"z"
+    with pytest.raises(StoreFull):
+        await store.set("huge", b"h" * store.max_bytes, 60)
+    assert await store.get("cache/8") is None  # caches went first, to no avail
     with pytest.raises(ValueError, match="max_bytes"):
         MemoryStore(max_bytes=0)
+
+
+async def test_memory_store_keeps_a_reserve_for_records_that_grow_in_place() -> None:
+    # New keys stop short of max_bytes: a round admitted can still record its outcome.
+    store = MemoryStore(max_bytes=8 * 1000, reserve_bytes=2000)
+    for i in range(20):
+        try:
+            await store.add(f"claim-{i}", b"r" * 260, 60)
+        except StoreFull:
+            break
+    assert i == 11 and 6000 - 500 < store.bytes <= 6000
+    await store.set("claim-0", b"o" * 2200, 60)  # the outcome replaces its claim
+    assert await store.get("claim-0") == b"o" * 2200
+    with pytest.raises(ValueError, match="reserve_bytes"):
+        MemoryStore(max_bytes=10, reserve_bytes=10)

@@ -41,6 +41,26 @@ So each redemption is recorded in the server's `Store`, under the state's flow i
    outcome, so a re-sent round gets the same task at any time, and the run's own end records
    nothing more.
 
+Claims a store fault left behind (a store that stalls or restarts must not strand a round):
+
+6. Every claim carries a token, unique in its process ("running" names `<process>:<token>`),
+   and the process keeps the set of tokens it holds: taken before the claim is written, and
+   given up when the round's outcome is recorded or the round released. A claim whose write
+   failed (a timeout: it may still be applied when the store resumes, or have been persisted
+   before a restart) is given up at once, since its handler never ran; the client gets the
+   store's retryable refusal. A cancelled round gives its token up as it is released (rule 1),
+   even when the release itself fails, so that its claim is taken over as in rule 7. A round
+   whose outcome could not be written stays held, and the outcome is written again in the
+   background until it is.
+7. A duplicate that finds a claim of this process under a token the process does not hold
+   takes the round over at once. The liveness key of a process lists the tokens it holds, so
+   a duplicate on another instance that has seen the same claim for `LIVENESS_TTL` seconds
+   while its live owner does not list it takes it over too. A take-over is a compare-and-set
+   through `add` of a key naming the stale claim: of any number of duplicates, one runs it.
+8. A round whose handler failed on the store itself (`StoreFull`, `StoreUnavailable`, from
+   a task that could not be stored, say) is released, not recorded: that answer says "retry",
+   and a recorded one would repeat it forever.
+
 Round 0 carries no state and is never recorded; nor are legacy sessions (no sealed state), nor
 a state a custom verifier returned without a flow id.
 """
@@ -51,6 +71,7 @@ import asyncio
 import binascii
 import contextlib
 import hashlib
+import itertools
 import logging
 import math
 import secrets
@@ -68,7 +89,7 @@ from ..protocol.errors import (
     invalid_request_state,
 )
 from .once_journal import OnceJournal
-from .store import Store
+from .store import Store, StoreFull, is_store_refusal
 
 if TYPE_CHECKING:
     from .request_state import StateBinding, VerifiedState
@@ -102,9 +123,18 @@ BEAT_EVERY: Final = 2.0
 _LIVENESS_CHECK: Final = 1.0
 #: Names this process as the owner of the rounds it runs.
 PROCESS_ID: Final = secrets.token_hex(8)
+# The tokens of the claims this process holds (rule 6), process-wide like PROCESS_ID (several
+# servers of one process share it), each with the time.monotonic() its "running" record expires.
+_HELD: dict[str, float] = {}
+_TOKENS = itertools.count(1)
+# Seconds between two attempts to write an outcome (or a release) the store refused.
+_REWRITE_EVERY: Final = 0.5
+# What a round's record says when its outcome did not fit in a full store: no longer than the
+# "running" record it replaces, so the write always fits.
+_FULL_NOTE: Final = b"the store was full"
 
 # A record is one tag byte, the 32-hex-digit digest of the answers that claimed it, and then
-# the outcome as JSON ("running": the id of the process running it).
+# the outcome as JSON ("running": `<process id>:<token>` of the claim, rule 6).
 _RUNNING: Final = b"R"
 _RESULT: Final = b"D"
 _ERROR: Final = b"E"
@@ -178,6 +208,7 @@ class Redemptions:
     __slots__ = (
         "_beat",
         "_rejections",
+        "_rewrites",
         "_throttle",
         "clock",
         "max_outcome_bytes",
@@ -199,6 +230,7 @@ class Redemptions:
         self._rejections = rejections
         self._throttle = _Throttle()
         self._beat: asyncio.Task[None] | None = None
+        self._rewrites: set[asyncio.Task[None]] = set()
         #: Seconds, monotonic: how long a duplicate has waited.
         self.clock: Callable[[], float] = time.monotonic
 
@@ -233,22 +265,32 @@ class Redemptions:
         kept_for = self._outcome_ttl(verified)
         timeout = self.round_timeout
         running_for = kept_for if timeout <= 0 else min(timeout + _MARGIN, kept_for)
-        running = b"".join((_RUNNING, digest, PROCESS_ID.encode()))
-        if await store.add(key, running, running_for):
-            # The first redemption, every flow's case: the round is claimed, and it runs below.
-            beat = self._beat
-            if beat is None or beat.done():
-                await self._beating()
-        else:
-            outcome = await self._again(key, digest, running, running_for, binding)
-            if outcome is not None:
-                return outcome
+        token = str(next(_TOKENS))
+        running = b"".join((_RUNNING, digest, PROCESS_ID.encode(), b":", token.encode()))
+        _HELD[token] = time.monotonic() + running_for  # before the claim is written (rule 6)
+        try:
+            claimed = await store.add(key, running, running_for)
+            if claimed:
+                # The first redemption, every flow's case: the round is claimed and runs below.
+                beat = self._beat
+                if beat is None or beat.done():
+                    await self._beating()
+            else:
+                outcome = await self._again(key, digest, running, token, running_for, binding)
+                if outcome is not None:
+                    _HELD.pop(token, None)
+                    return outcome
+        except BaseException:
+            # The claim's write failed (or this request went away) before the handler ran:
+            # whatever the store made of it, this process does not hold it (rule 6).
+            _HELD.pop(token, None)
+            raise
         # This request runs the round (written out here rather than in a coroutine of its
         # own: every redemption comes this way).
         if early is not None:
 
             async def settle(outcome: dict[str, Any]) -> None:
-                await self._keep(key, _RESULT, digest, outcome, kept_for, binding)
+                await self._keep(key, _RESULT, digest, outcome, kept_for, binding, token)
 
             early._keep = settle
         # A process that dies leaves "running" for a duplicate to take over; a cancellation
@@ -257,15 +299,15 @@ class Redemptions:
             result = await run()
         except asyncio.CancelledError:
             if early is None or not early.settled:
-                await self._release_cancelled(key, running, binding)
+                await self._release_cancelled(key, running, binding, token)
             raise
         except McpError as exc:
             if early is not None and early.settled:
                 raise  # rule 5: the round's outcome is already recorded
-            if exc.code in _REFUSALS:
-                await self._release(key, binding)
+            if exc.code in _REFUSALS or is_store_refusal(exc):
+                await self._release(key, binding, token)  # rule 8 for the store's refusals
             else:
-                await self._keep(key, _ERROR, digest, exc.to_error(), kept_for, binding)
+                await self._keep(key, _ERROR, digest, exc.to_error(), kept_for, binding, token)
             raise
         except Exception:
             if early is not None and early.settled:
@@ -275,10 +317,10 @@ class Redemptions:
                 "code": INTERNAL_ERROR,
                 "message": f"Internal error while handling {binding.method}",
             }
-            await self._keep(key, _ERROR, digest, error, kept_for, binding)
+            await self._keep(key, _ERROR, digest, error, kept_for, binding, token)
             raise
         if early is None or not early.settled:
-            await self._keep(key, _RESULT, digest, result, kept_for, binding)
+            await self._keep(key, _RESULT, digest, result, kept_for, binding, token)
         return result
 
     async def _again(
@@ -286,16 +328,19 @@ class Redemptions:
         key: str,
         digest: bytes,
         running: bytes,
+        token: str,
         running_for: float,
         binding: StateBinding,
     ) -> dict[str, Any] | None:
         """A round already claimed: its outcome, once it has one (rules 1 and 3); None once
-        this request has claimed the round itself, to run it."""
+        this request has claimed the round itself (under `token`), to run it."""
         store = self.store
         started = self.clock()
         waited_until = started + running_for
-        next_check = started + _LIVENESS_CHECK
+        next_check = started
         delay = _FIRST_POLL
+        seen: bytes | None = None
+        seen_since = started
         while True:
             record = await store.get(key)
             if record is None:  # expired or dropped since it was claimed: claim it again
@@ -306,6 +351,8 @@ class Redemptions:
             if record[:1] != _RUNNING:
                 return self._replay(record, digest, binding)
             now = self.clock()
+            if record != seen:
+                seen, seen_since = record, now
             if now >= waited_until:
                 raise McpError(
                     INTERNAL_ERROR,
@@ -314,29 +361,49 @@ class Redemptions:
                 )
             if now >= next_check:
                 next_check = now + _LIVENESS_CHECK
-                if await self._take_over(key, record, running, running_for, binding):
+                if await self._take_over(
+                    key, record, running, token, running_for, now - seen_since, binding
+                ):
                     return None
             await asyncio.sleep(delay)
             delay = min(delay * 2, _LAST_POLL)
 
     async def _take_over(
-        self, key: str, record: bytes, running: bytes, running_for: float, binding: StateBinding
+        self,
+        key: str,
+        record: bytes,
+        running: bytes,
+        token: str,
+        running_for: float,
+        seen_for: float,
+        binding: StateBinding,
     ) -> bool:
-        """Claim a round whose process died (rule 1); whether this request now runs it."""
+        """Claim a round nobody runs (rules 1 and 7): its process died, or holds no such
+        claim; whether this request now runs it."""
         owner = record[1 + _DIGEST_LEN :].decode("ascii", "replace")
-        if not owner or owner == PROCESS_ID:
-            return False  # this process: alive (the round was cancelled); or no owner named
+        process, _, claim = owner.partition(":")
+        if not process:
+            return False  # no owner named
         store = self.store
-        if await store.get(self.liveness_key(owner)) is not None:
-            return False
+        if process == PROCESS_ID:
+            if not claim or claim in _HELD:
+                return False  # running here, or cancelled here after it started
+            why = "this process does not hold its claim (a store fault left it behind)"
+        else:
+            alive = await store.get(self.liveness_key(process))
+            if alive is not None:
+                # A live owner: stale only if a beat written since the claim was seen leaves
+                # it out (`seen_for` past the liveness key's lifetime) - and old-style claims
+                # without a token are never taken from a live process.
+                if not claim or seen_for < LIVENESS_TTL or claim.encode() in alive.split(b","):
+                    return False
+                why = "its process is alive but does not hold its claim"
+            else:
+                why = f"the process running it is gone (no liveness for {LIVENESS_TTL:g} s)"
         if not await store.add(f"{key}/taken-over/{owner}", PROCESS_ID.encode(), running_for):
             return False  # another duplicate takes it over
         logger.warning(
-            "%s %r: the process running a redeemed round is gone (no liveness for %g s); "
-            "running the round again here",
-            binding.method,
-            binding.target,
-            LIVENESS_TTL,
+            "%s %r: a redeemed round is taken over here: %s", binding.method, binding.target, why
         )
         await store.set(key, running, running_for)
         await self._beating()
@@ -346,8 +413,15 @@ class Redemptions:
         """Keep this process's liveness key alive while it may run rounds (rule 1)."""
         if self._beat is not None and not self._beat.done():
             return
-        await self.store.set(self.liveness_key(PROCESS_ID), b"1", LIVENESS_TTL)
+        await self.store.set(self.liveness_key(PROCESS_ID), self._alive(), LIVENESS_TTL)
         self._beat = asyncio.get_running_loop().create_task(self._heartbeat(), name="mrtr liveness")
+
+    def _alive(self) -> bytes:
+        """The liveness key's value: "1" and the tokens this process holds (rule 7)."""
+        now = time.monotonic()
+        for token in [token for token, until in _HELD.items() if until <= now]:
+            del _HELD[token]  # its record expired: nothing is held by it any longer
+        return b",".join([b"1", *(token.encode() for token in _HELD)])
 
     async def _heartbeat(self) -> None:
         key = self.liveness_key(PROCESS_ID)
@@ -355,31 +429,42 @@ class Redemptions:
             await asyncio.sleep(BEAT_EVERY)
             # A store that fails now is reported by the requests that need it.
             with contextlib.suppress(Exception):
-                await self.store.set(key, b"1", LIVENESS_TTL)
+                await self.store.set(key, self._alive(), LIVENESS_TTL)
 
-    async def _release(self, key: str, binding: StateBinding) -> None:
+    async def _release(self, key: str, binding: StateBinding, token: str | None = None) -> None:
         try:
             await self.store.delete(key)
         except Exception:
             logger.exception(
-                "%s %r: could not release a refused redemption of a requestState",
+                "%s %r: could not release a refused redemption of a requestState; retrying",
                 binding.method,
                 binding.target,
             )
+            if token is not None:
+                self._retry(token, lambda: self.store.delete(key))
+            return
+        if token is not None:
+            _HELD.pop(token, None)
 
-    async def _release_cancelled(self, key: str, running: bytes, binding: StateBinding) -> None:
+    async def _release_cancelled(
+        self, key: str, running: bytes, binding: StateBinding, token: str
+    ) -> None:
         """Reopen a round whose request was cancelled, unless another process has taken it
         over since (its "running" record is not this request's any more)."""
         try:
             if await self.store.get(key) == running:
                 await self.store.delete(key)
         except Exception:
+            # The token is given up below all the same: a retry on this instance then takes
+            # the claim over at once, on another once the liveness key leaves it out (rule 6).
             logger.exception(
-                "%s %r: could not release the redemption of a cancelled round; a retry waits "
-                "for its record to expire",
+                "%s %r: could not release the redemption of a cancelled round; a retry takes "
+                "it over",
                 binding.method,
                 binding.target,
             )
+        finally:
+            _HELD.pop(token, None)
 
     async def _keep(
         self,
@@ -389,6 +474,7 @@ class Redemptions:
         outcome: dict[str, Any],
         kept_for: float,
         binding: StateBinding,
+        token: str | None = None,
     ) -> None:
         try:
             payload = orjson.dumps(outcome)
@@ -401,15 +487,53 @@ class Redemptions:
                     f"its outcome ({len(payload)} bytes) is larger than max_outcome_bytes "
                     f"({self.max_outcome_bytes})"
                 ).encode()
+        record = tag + digest + payload
+        store = self.store
         try:
-            await self.store.set(key, tag + digest + payload, kept_for)
+            try:
+                await store.set(key, record, kept_for)
+            except StoreFull:
+                # No room for the outcome: a note no longer than the "running" record takes
+                # its place, so a replay is refused rather than run again.
+                record = _NOT_KEPT + digest + _FULL_NOTE
+                logger.error(
+                    "%s %r: the store is full: the outcome of a redeemed requestState is not "
+                    "kept (a replay of it is refused)",
+                    binding.method,
+                    binding.target,
+                )
+                await store.set(key, record, kept_for)
         except Exception:
-            # The request's own outcome still goes out; only a replay of it is not recognised.
+            # The request's own outcome still goes out; the record is written again in the
+            # background, and until then a duplicate waits for it (rule 6).
             logger.exception(
-                "%s %r: could not record the outcome of a redeemed requestState",
+                "%s %r: could not record the outcome of a redeemed requestState; retrying",
                 binding.method,
                 binding.target,
             )
+            if token is not None:
+                self._retry(token, lambda: store.set(key, record, kept_for))
+            return
+        if token is not None:
+            _HELD.pop(token, None)
+
+    def _retry(self, token: str, write: Callable[[], Awaitable[None]]) -> None:
+        """Try `write` again every `_REWRITE_EVERY` seconds until it goes through (then give up
+        `token`) or the claim's record expires (rule 6)."""
+
+        async def again() -> None:
+            while time.monotonic() < _HELD.get(token, 0.0):
+                await asyncio.sleep(_REWRITE_EVERY)
+                try:
+                    await write()
+                except Exception:
+                    continue
+                _HELD.pop(token, None)
+                return
+
+        task = asyncio.get_running_loop().create_task(again(), name="mrtr record outcome")
+        self._rewrites.add(task)
+        task.add_done_callback(self._rewrites.discard)
 
     def _replay(self, record: bytes, digest: bytes, binding: StateBinding) -> dict[str, Any]:
         tag = record[:1]

@@ -6,10 +6,18 @@ Imported only when a Redis URL is configured: the rest of the package never impo
 * `RedisStore`: each `Store` operation is one command (`SET NX PX`, `GET`, `SET PX`, `DEL`),
   bounded by `timeout` seconds, on one of at most `max_connections` connections: in a burst
   a command waits up to `pool_timeout` seconds for one to be free instead of failing. A
-  Redis that does not answer in time, or refuses the connection, gives `McpError` (-32603,
-  "the shared store is unavailable ...") at once: the request that needed it fails, the
-  others go on, and the next command reconnects, so service resumes by itself when Redis
-  returns. The cause is logged, not sent to clients.
+  Redis that does not answer in time, or refuses the connection, gives `StoreUnavailable`
+  (-32603, `data.reason` "store_unavailable", HTTP 503 with `Retry-After`) at once: the
+  request that needed it fails, the others go on, and the next command reconnects, so
+  service resumes by itself when Redis returns. The cause is logged, not sent to clients.
+* Guarantees need Redis never to evict: run it with `maxmemory-policy noeviction` (its
+  default). Then a Redis at `maxmemory` refuses writes ("OOM"), which becomes `StoreFull`
+  (-32603, `data.reason` "store_full") for a guarantee and a silently dropped write for a
+  cache. So that work already admitted can still record its outcome, a new guarantee
+  (`add`) is refused earlier, once Redis's `used_memory` passes `maxmemory` less an eighth:
+  `used_memory` is read (`INFO memory`, in the background) once a second, and sooner when
+  what this store wrote since may have crossed that line. `check_reachable` logs a warning
+  at start-up when the policy is an evicting one.
 * `RedisBroker`: Redis pub/sub. Publishing never waits: messages queue (bounded) for one
   sender task, so one publisher's messages reach Redis in order. A subscription reads in a
   task that reconnects with backoff when the connection is lost; what was published while it
@@ -33,10 +41,9 @@ import redis.asyncio as aioredis
 from redis import Redis as SyncRedis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import OutOfMemoryError, RedisError
 
-from ..protocol.errors import INTERNAL_ERROR, McpError
-from .store import Deliver, Gap, Unsubscribe
+from .store import CACHE_PREFIX, Deliver, Gap, StoreFull, StoreUnavailable, Unsubscribe
 
 __all__ = [
     "DEFAULT_MAX_CONNECTIONS",
@@ -44,6 +51,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "RedisBroker",
     "RedisStore",
+    "check_eviction_policy",
     "check_reachable",
 ]
 
@@ -58,6 +66,8 @@ DEFAULT_MAX_CONNECTIONS: Final = 32
 DEFAULT_POOL_TIMEOUT: Final = 5.0
 _QUEUE_LIMIT: Final = 10_000
 _LOG_EVERY: Final = 10.0  # seconds between two log lines about the same lost connection
+_SAMPLE_EVERY: Final = 1.0  # seconds between two readings of Redis's memory use
+_SAMPLE_AT_MOST: Final = 0.05  # ... and at least this long when close to the line
 _FIRST_RETRY: Final = 0.05
 _LAST_RETRY: Final = 1.0
 
@@ -116,8 +126,39 @@ def check_reachable(url: str, timeout: float = 2.0) -> None:
         raise ConnectionError(
             f"Redis at {_where(url)} is unreachable ({exc}): start it, or fix the URL"
         ) from None
+    try:
+        check_eviction_policy(client, url)
     finally:
         client.close()
+
+
+def check_eviction_policy(client: SyncRedis, url: str) -> str | None:
+    """Log a warning when Redis at `url` may evict keys (`maxmemory-policy` other than
+    `noeviction`): the records exactly-once rests on would go early. The policy, or None
+    when Redis does not tell it (`CONFIG` disabled, as some hosted services do)."""
+    try:
+        found: Any = client.config_get("maxmemory-policy")
+    except RedisError:
+        logger.info(
+            "could not read maxmemory-policy of Redis at %s: make sure it is noeviction",
+            _where(url),
+        )
+        return None
+    if not isinstance(found, dict):
+        return None
+    raw = found.get("maxmemory-policy", found.get(b"maxmemory-policy"))
+    if raw is None:
+        return None
+    policy = raw.decode() if isinstance(raw, bytes) else str(raw)
+    if policy != "noeviction":
+        logger.warning(
+            "Redis at %s has maxmemory-policy %s: it may evict the records exactly-once "
+            "and replay protection rest on (a replayed round could run twice); set "
+            "maxmemory-policy noeviction",
+            _where(url),
+            policy,
+        )
+    return policy
 
 
 class RedisStore:
@@ -126,10 +167,17 @@ class RedisStore:
 
     __slots__ = (
         "_client",
+        "_full_throttle",
+        "_limit",
+        "_sampled",
+        "_sampler",
         "_throttle",
+        "_used",
+        "_written",
         "max_connections",
         "pool_timeout",
         "prefix",
+        "refusals",
         "timeout",
         "url",
     )
@@ -164,12 +212,24 @@ class RedisStore:
         self.pool_timeout = pool_timeout
         self._client = _client(url, timeout, max_connections, pool_timeout)
         self._throttle = _Throttle()
+        self._full_throttle = _Throttle()
+        #: Writes of guarantees refused with `StoreFull` (Redis full, or past its line).
+        self.refusals = 0
+        # Redis's memory use at the last reading, the line past which new guarantees are
+        # refused (0: none, no maxmemory or not readable) and the bytes written since.
+        self._used = 0
+        self._limit = 0
+        self._written = 0
+        self._sampled = -_SAMPLE_EVERY
+        self._sampler: asyncio.Task[None] | None = None
 
     async def _run(self, what: str, command: Awaitable[T]) -> T:
         try:
             # The wait for a free connection, then the command itself.
             async with asyncio.timeout(self.pool_timeout + self.timeout):
                 return await command
+        except OutOfMemoryError:
+            raise self._full() from None
         except (RedisError, OSError, TimeoutError) as exc:
             if self._throttle.allows():
                 logger.error(
@@ -178,17 +238,63 @@ class RedisStore:
                     what,
                     exc or type(exc).__name__,
                 )
-            raise McpError(
-                INTERNAL_ERROR,
-                "the shared store is unavailable, so this request cannot be handled now; "
-                "retry later",
-            ) from None
+            raise StoreUnavailable() from None
+
+    def _full(self) -> StoreFull:
+        self.refusals += 1
+        if self._full_throttle.allows():
+            logger.error(
+                "the shared store (Redis at %s) is full (maxmemory reached, OOM): new "
+                "work is refused until records expire; raise maxmemory",
+                _where(self.url),
+            )
+        return StoreFull()
+
+    async def _sample(self) -> None:
+        """Read Redis's memory use and bound (not fatal when Redis does not tell them)."""
+        written = self._written
+        try:
+            async with asyncio.timeout(self.timeout):
+                info = await self._client.info("memory")
+        except (RedisError, OSError, TimeoutError):
+            return  # the commands themselves report a Redis that is gone
+        self._written -= written  # what was written while reading is not in the reading
+        maxmemory = int(info.get("maxmemory") or 0)
+        self._used = int(info.get("used_memory") or 0)
+        self._limit = maxmemory - maxmemory // 8 if maxmemory > 0 else 0
+
+    async def _room_for(self, key: str, size: int) -> None:
+        """Refuse a new guarantee once Redis is past its line (see the module docstring)."""
+        if key.startswith(CACHE_PREFIX):
+            return
+        now = time.monotonic()
+        since = now - self._sampled
+        close = self._limit and self._used + self._written + size > self._limit
+        if (since >= _SAMPLE_EVERY or (close and since >= _SAMPLE_AT_MOST)) and (
+            self._sampler is None or self._sampler.done()
+        ):
+            # Read in the background: a write never waits for it (nor fails with it).
+            self._sampled = now
+            self._sampler = asyncio.get_running_loop().create_task(self._sample())
+        if self._limit and self._used + self._written + size > self._limit:
+            raise self._full()
 
     async def add(self, key: str, value: bytes, ttl: float) -> bool:
         """See `Store.add` (`SET key value NX PX ttl`)."""
-        written = await self._run(
-            "SET NX", self._client.set(self.prefix + key, value, px=_ms(ttl), nx=True)
-        )
+        try:
+            await self._room_for(key, len(key) + len(value))
+            self._written += len(key) + len(value)
+            written = await self._run(
+                "SET NX", self._client.set(self.prefix + key, value, px=_ms(ttl), nx=True)
+            )
+        except StoreFull:
+            if key.startswith(CACHE_PREFIX):
+                return True  # a cache that does not fit: written and dropped at once
+            # A full Redis refuses the command before looking: a key already there is
+            # still an `add` that changes nothing (a replay must find its record).
+            if await self._run("EXISTS", self._client.exists(self.prefix + key)):
+                return False
+            raise
         return bool(written)
 
     async def get(self, key: str) -> bytes | None:
@@ -199,7 +305,12 @@ class RedisStore:
 
     async def set(self, key: str, value: bytes, ttl: float) -> None:
         """See `Store.set` (`SET key value PX ttl`)."""
-        await self._run("SET", self._client.set(self.prefix + key, value, px=_ms(ttl)))
+        self._written += len(key) + len(value)
+        try:
+            await self._run("SET", self._client.set(self.prefix + key, value, px=_ms(ttl)))
+        except StoreFull:
+            if not key.startswith(CACHE_PREFIX):
+                raise
 
     async def delete(self, key: str) -> None:
         """See `Store.delete`."""
@@ -212,11 +323,15 @@ class RedisStore:
         return await self._run("EVAL", self._client.eval(source, len(keys), *keys, *args))
 
     async def ping(self) -> None:
-        """Check that Redis answers (an `McpError` when it does not)."""
+        """Check that Redis answers (`StoreUnavailable` when it does not)."""
         await self._run("PING", self._client.ping())
 
     async def aclose(self) -> None:
         """Close the connections."""
+        if self._sampler is not None:
+            self._sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sampler
         await self._client.aclose()
 
 

@@ -3,12 +3,27 @@
 A store maps string keys to byte values, each with an expiry. It is deliberately small, so
 that a shared one (Redis, a database) is a drop-in: every operation is a single atomic
 command there (`SET NX PX`, `GET`, `SET PX`, `DEL`), and values are plain bytes, never Python
-objects, so they can cross processes. What the server keeps in it today is the exactly-once
-record of each redeemed request state (`redemption.py`).
+objects, so they can cross processes.
+
+Two kinds of record share a store, told apart by their key:
+
+* **Guarantees** (every key not under `CACHE_PREFIX`): what a promise rests on, such as the
+  exactly-once record of each redeemed request state (`redemption.py`), DPoP proof ids,
+  task records, legacy session records and budget counts. A guarantee is never dropped before
+  its expiry: a store with no room for a new one refuses the write with `StoreFull` (-32603,
+  `data.reason` "store_full"), so the request that needed it fails and nothing already
+  promised is broken.
+* **Caches** (keys under `CACHE_PREFIX`, "cache/"): what can be computed again. A store may
+  drop one at any time to make room, and a cache write that does not fit is dropped silently.
+
+A store that cannot be reached raises `StoreUnavailable` (-32603, `data.reason`
+"store_unavailable"): retryable, answered over HTTP with 503 and `Retry-After`.
 
 `MemoryStore` serves one process: entries expire, and past `max_entries` entries or
-`max_bytes` bytes the least recently used entry goes first, so its memory stays bounded
-whatever clients send.
+`max_bytes` bytes the expired entries go first, then the least recently used caches; when
+that is not enough a new guarantee is refused (counted in `refusals`, logged). New keys may
+fill only `max_bytes - reserve_bytes`: the rest is kept for records that grow in place (a
+round's outcome replacing its small "running" claim), so work already admitted can finish.
 
 A `Broker` carries change notifications between instances (publish/subscribe on a named
 channel, bytes messages). `MemoryBroker` connects the servers of one process; the Redis
@@ -18,24 +33,37 @@ implementations of both live in `redis_store.py`, imported only when a Redis URL
 from __future__ import annotations
 
 import asyncio
+import heapq
+import logging
 import math
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Final, Protocol, runtime_checkable
 
+from ..protocol.errors import INTERNAL_ERROR, McpError
+
 __all__ = [
+    "CACHE_PREFIX",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_ENTRIES",
     "ENTRY_OVERHEAD",
+    "STORE_FULL",
+    "STORE_UNAVAILABLE",
     "Broker",
     "Deliver",
     "Gap",
     "MemoryBroker",
     "MemoryStore",
     "Store",
+    "StoreFull",
+    "StoreUnavailable",
     "Unsubscribe",
+    "is_cache",
+    "is_store_refusal",
 ]
+
+logger = logging.getLogger("mrtr.server")
 
 #: Called on the subscriber's event loop with each message of its channel.
 Deliver = Callable[[bytes], None]
@@ -43,6 +71,63 @@ Deliver = Callable[[bytes], None]
 Gap = Callable[[], None]
 #: Ends a subscription.
 Unsubscribe = Callable[[], Awaitable[None]]
+
+#: Keys under this prefix are caches, which a store may drop early; every other key is a
+#: guarantee, never dropped before its expiry (see the module docstring).
+CACHE_PREFIX: Final = "cache/"
+#: `data.reason` of `StoreFull`.
+STORE_FULL: Final = "store_full"
+#: `data.reason` of `StoreUnavailable`.
+STORE_UNAVAILABLE: Final = "store_unavailable"
+
+
+def is_cache(key: str) -> bool:
+    """Whether `key` names a cache (droppable) rather than a guarantee."""
+    return key.startswith(CACHE_PREFIX)
+
+
+class StoreFull(McpError):
+    """The store has no room for a new guarantee: the request that needed one is refused
+    (-32603, `data.reason` "store_full"); retrying later may pass once records expire."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(
+            INTERNAL_ERROR,
+            message
+            or "the server's store is full of records it has promised to keep, so it cannot "
+            "take on this request now; retry later",
+            {"reason": STORE_FULL},
+        )
+
+
+class StoreUnavailable(McpError):
+    """The store could not be reached (or did not answer in time): -32603 with `data.reason`
+    "store_unavailable", retryable."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(
+            INTERNAL_ERROR,
+            message
+            or "the shared store is unavailable, so this request cannot be handled now; "
+            "retry later",
+            {"reason": STORE_UNAVAILABLE},
+        )
+
+
+def is_store_refusal(error: McpError | dict[str, object]) -> bool:
+    """Whether `error` (an `McpError` or a JSON-RPC error member) is a store's retryable
+    refusal (`StoreFull`, `StoreUnavailable`)."""
+    code: object
+    data: object
+    if isinstance(error, McpError):
+        code, data = error.code, error.data
+    else:
+        code, data = error.get("code"), error.get("data")
+    return (
+        code == INTERNAL_ERROR
+        and isinstance(data, dict)
+        and data.get("reason") in (STORE_FULL, STORE_UNAVAILABLE)
+    )
 
 
 @runtime_checkable
@@ -53,8 +138,13 @@ class Store(Protocol):
 
     * `add` is atomic: of any number of concurrent `add`s of one absent key (from any process
       sharing the store), exactly one returns True.
-    * An entry is never returned after its expiry (`ttl` seconds after it was written); it may
-      disappear earlier only under memory pressure (an implementation documents when).
+    * An entry is never returned after its expiry (`ttl` seconds after it was written).
+    * A guarantee (a key not under `CACHE_PREFIX`) is never dropped before its expiry: when
+      there is no room for one, `add` and `set` raise `StoreFull` and change nothing. A cache
+      (a key under `CACHE_PREFIX`) may be dropped at any time, and a write of one may be
+      dropped instead of raising.
+    * A store that cannot be reached raises `StoreUnavailable`, never a client library's own
+      exception.
     * `set` and `delete` are visible to every later `get` and `add` of any process.
     * Values come back byte for byte as written.
     """
@@ -81,18 +171,21 @@ class Store(Protocol):
 
 #: Bytes one entry costs besides its key's and value's characters, measured with tracemalloc on
 #: CPython 3.11 (20,000 redemption records): the key and value objects' headers, the
-#: (value, expiry) tuple, the float and the ordered dict's slot: about 240.
+#: (value, expiry) tuple, the float, the dict's slot and its expiry-heap entry: about 240.
 ENTRY_OVERHEAD: Final = 240
 #: The default bound on a `MemoryStore`'s memory. A redemption record of a typical tool
-#: result (a short text) costs about 0.4 KiB all told, so 64 MiB keeps about 160,000 of them:
-#: at two rounds a flow kept for the default `request_state_ttl` (600 s), some 130 flows a
-#: second per process before the oldest live records go early (`evictions`). Past that a
-#: deployment wants a shared store anyway. Large outcomes (up to `max_outcome_bytes`, 256
-#: KiB) count by their size, so a few of them cannot take the process's memory.
+#: result (a short text) costs about 0.4 KiB all told, so 64 MiB (less its reserve of an
+#: eighth) keeps about 140,000 of them: at two rounds a flow kept for the default
+#: `request_state_ttl` (600 s), some 115 flows a second per process before new work is refused
+#: (`refusals`). Past that a deployment wants a shared store anyway. Large outcomes (up to
+#: `max_outcome_bytes`, 256 KiB) count by their size, so a few of them cannot take the
+#: process's memory.
 DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
 #: The default bound on entries: 64 MiB of the smallest records (key and tag only, about
 #: 0.3 KiB each), so that this bound and `max_bytes` meet.
 DEFAULT_MAX_ENTRIES: Final = 200_000
+# Seconds between two log lines about refused guarantees.
+_LOG_EVERY: Final = 10.0
 
 
 def _check_ttl(ttl: float) -> float:
@@ -103,21 +196,38 @@ def _check_ttl(ttl: float) -> float:
 
 
 class MemoryStore:
-    """A `Store` for one process: bounded by expiry, by `max_entries` and by `max_bytes`
-    (least recently used first; see `DEFAULT_MAX_BYTES` for the sizing).
+    """A `Store` for one process, bounded by `max_entries` and `max_bytes` (see
+    `DEFAULT_MAX_BYTES` for the sizing); new keys stop at `max_bytes - reserve_bytes`
+    (`reserve_bytes`: an eighth of `max_bytes` unless given), leaving room for records that
+    grow in place.
 
-    Records kept here are not seen by other processes: several instances behind a load
-    balancer need a shared store. An entry evicted early (the store full of live entries) is
-    counted in `evictions`; size the bounds so that it stays at 0.
+    Past a bound, expired entries go first, then the least recently used caches (counted in
+    `evictions`); a guarantee is never dropped early: when nothing else can go, the write of a
+    new or larger guarantee raises `StoreFull` (counted in `refusals` and logged). Records kept
+    here are not seen by other processes: several instances behind a load balancer need a
+    shared store.
     """
 
-    __slots__ = ("_clock", "_entries", "bytes", "evictions", "max_bytes", "max_entries")
+    __slots__ = (
+        "_caches",
+        "_clock",
+        "_entries",
+        "_expiries",
+        "_logged",
+        "bytes",
+        "evictions",
+        "max_bytes",
+        "max_entries",
+        "refusals",
+        "reserve_bytes",
+    )
 
     def __init__(
         self,
         max_entries: int = DEFAULT_MAX_ENTRIES,
         *,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        reserve_bytes: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`clock` gives seconds: monotonic by default, so that a change of the wall clock
@@ -127,11 +237,31 @@ class MemoryStore:
                 raise ValueError(f"MemoryStore.{name} must be a positive integer, not {bound!r}")
         self.max_entries = max_entries
         self.max_bytes = max_bytes
+        reserve = max_bytes // 8 if reserve_bytes is None else reserve_bytes
+        if (
+            isinstance(reserve, bool)
+            or not isinstance(reserve, int)
+            or not 0 <= reserve < max_bytes
+        ):
+            raise ValueError(
+                f"MemoryStore.reserve_bytes must be an integer from 0 to below max_bytes, "
+                f"not {reserve_bytes!r}"
+            )
+        self.reserve_bytes = reserve
         #: What the entries cost, as `ENTRY_OVERHEAD` plus their keys' and values' lengths.
         self.bytes = 0
+        #: Caches dropped before their expiry to make room.
         self.evictions = 0
+        #: Writes of guarantees refused with `StoreFull`.
+        self.refusals = 0
         self._clock = clock
-        self._entries: OrderedDict[str, tuple[bytes, float]] = OrderedDict()
+        self._logged = -_LOG_EVERY
+        self._entries: dict[str, tuple[bytes, float]] = {}
+        # The caches, least recently used first: the only entries dropped early.
+        self._caches: OrderedDict[str, None] = OrderedDict()
+        # (expiry, key) of every write, so expired entries are found without a scan; an item
+        # whose key was rewritten since is stale and skipped.
+        self._expiries: list[tuple[float, str]] = []
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -144,6 +274,7 @@ class MemoryStore:
         entry = self._entries.pop(key, None)
         if entry is not None:
             self.bytes -= self._size(key, entry[0])
+            self._caches.pop(key, None)
 
     def _live(self, key: str, now: float) -> bytes | None:
         entry = self._entries.get(key)
@@ -152,56 +283,98 @@ class MemoryStore:
         if entry[1] <= now:
             self._drop(key)
             return None
-        self._entries.move_to_end(key)
+        if key in self._caches:
+            self._caches.move_to_end(key)
         return entry[0]
 
-    def _write(self, key: str, value: bytes, expires_at: float, now: float) -> None:
+    def _fits(self, entries: int, size: int) -> bool:
+        # A new key may not take the reserve; a record growing in place may.
+        limit = self.max_bytes - self.reserve_bytes if entries else self.max_bytes
+        return len(self._entries) + entries <= self.max_entries and self.bytes + size <= limit
+
+    def _make_room(self, key: str, entries: int, size: int, now: float) -> bool:
+        """Whether `entries` more entries and `size` more bytes fit once expired entries and
+        then caches other than `key` are dropped."""
+        if self._fits(entries, size):
+            return True
+        self._expire(now)
+        caches = self._caches
+        while not self._fits(entries, size):
+            victim = next((k for k in caches if k != key), None)
+            if victim is None:
+                return False
+            self._drop(victim)
+            self.evictions += 1
+        return True
+
+    def _expire(self, now: float) -> None:
+        heap, entries = self._expiries, self._entries
+        while heap and heap[0][0] <= now:
+            expires_at, key = heapq.heappop(heap)
+            entry = entries.get(key)
+            if entry is not None and entry[1] == expires_at:
+                self._drop(key)
+
+    def _refuse(self) -> None:
+        self.refusals += 1
+        now = time.monotonic()
+        if now - self._logged >= _LOG_EVERY:
+            self._logged = now
+            logger.error(
+                "the in-process store is full (%d entries, %d bytes; bounds %d and %d): new "
+                "work is refused until records expire (%d refused so far); raise "
+                "MemoryStore's max_entries/max_bytes or use a shared store",
+                len(self._entries),
+                self.bytes,
+                self.max_entries,
+                self.max_bytes,
+                self.refusals,
+            )
+        raise StoreFull()
+
+    def _write(self, key: str, value: bytes, expires_at: float, now: float) -> bool:
+        """Write the entry (any old one under `key` is live or absent); False when a cache
+        did not fit and was not kept; `StoreFull` when a guarantee does not fit."""
         if type(value) is not bytes and not isinstance(value, bytes):
             raise TypeError("store values are bytes")
         entries = self._entries
         old = entries.get(key)
+        cache = key.startswith(CACHE_PREFIX)
         if old is None:
-            self._insert(key, value, expires_at, now)
-            return
-        # Replaced in place and moved to the newest end: as dropping and re-inserting it would,
-        # without taking the key out of the table and putting it back.
+            grows, size = 1, ENTRY_OVERHEAD + len(key) + len(value)
+        else:
+            grows, size = 0, len(value) - len(old[0])
+        if (size > 0 or grows) and not self._make_room(key, grows, size, now):
+            if not cache:
+                self._refuse()
+            self._drop(key)  # a cache that does not fit is simply not kept
+            return False
         entries[key] = (value, expires_at)
-        entries.move_to_end(key)
-        self.bytes += len(value) - len(old[0])
-        if self.bytes > self.max_bytes:
-            self._evict(now)
-
-    def _insert(self, key: str, value: bytes, expires_at: float, now: float) -> None:
-        # `key` is absent here. The size is `_size`, written out: this runs on every write.
-        entries = self._entries
-        entries[key] = (value, expires_at)
-        self.bytes += ENTRY_OVERHEAD + len(key) + len(value)
-        if len(entries) > self.max_entries or self.bytes > self.max_bytes:
-            self._evict(now)
-
-    def _evict(self, now: float) -> None:
-        entries = self._entries
-        while len(entries) > 1 and (len(entries) > self.max_entries or self.bytes > self.max_bytes):
-            oldest, (oldest_value, oldest_expiry) = entries.popitem(last=False)
-            self.bytes -= self._size(oldest, oldest_value)
-            if oldest_expiry > now:
-                self.evictions += 1
+        self.bytes += size
+        if cache:
+            self._caches[key] = None
+            self._caches.move_to_end(key)
+        heap = self._expiries
+        heapq.heappush(heap, (expires_at, key))
+        if len(heap) > 2 * len(entries) + 1024:
+            # Rewrites leave stale items behind: rebuilt so the heap stays proportional.
+            self._expiries = [(e[1], k) for k, e in entries.items()]
+            heapq.heapify(self._expiries)
+        return True
 
     async def add(self, key: str, value: bytes, ttl: float) -> bool:
         """See `Store.add`."""
         now = self._clock()
         expires_at = now + _check_ttl(ttl)
-        # `_live` written out: the first redemption of every round comes here.
-        entries = self._entries
-        entry = entries.get(key)
+        entry = self._entries.get(key)
         if entry is not None:
             if entry[1] > now:
-                entries.move_to_end(key)
+                if key in self._caches:
+                    self._caches.move_to_end(key)
                 return False
             self._drop(key)
-        if type(value) is not bytes and not isinstance(value, bytes):
-            raise TypeError("store values are bytes")
-        self._insert(key, value, expires_at, now)
+        # A cache that does not fit counts as written and dropped at once.
+        self._write(key, value, expires_at, now)
         return True
 
     async def get(self, key: str) -> bytes | None:
@@ -211,19 +384,22 @@ class MemoryStore:
     async def set(self, key: str, value: bytes, ttl: float) -> None:
         """See `Store.set`."""
         now = self._clock()
-        self._write(key, value, now + _check_ttl(ttl), now)
+        expires_at = now + _check_ttl(ttl)
+        entry = self._entries.get(key)
+        if entry is not None and entry[1] <= now:
+            self._drop(key)
+        self._write(key, value, expires_at, now)
 
     async def delete(self, key: str) -> None:
         """See `Store.delete`."""
         self._drop(key)
 
     def purge_expired(self) -> int:
-        """Drop every expired entry now (they also go when touched or evicted); how many."""
-        now = self._clock()
-        dead = [key for key, (_, expires_at) in self._entries.items() if expires_at <= now]
-        for key in dead:
-            self._drop(key)
-        return len(dead)
+        """Drop every expired entry now (they also go when touched or room is needed); how
+        many."""
+        before = len(self._entries)
+        self._expire(self._clock())
+        return before - len(self._entries)
 
 
 @runtime_checkable

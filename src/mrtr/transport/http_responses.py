@@ -2,8 +2,10 @@
 
 Every refusal carries a JSON-RPC error saying why. The status of a JSON-RPC answer depends on
 the era, and is decided here only: on the 2026-07-28 path, errors from the dispatcher get the
-status the spec ties to their code (`ERROR_STATUS`), anything else 200; on a legacy session
-(2025-11-25 and earlier) every JSON-RPC answer is 200, errors included (`LEGACY_ERROR_STATUS`).
+status the spec ties to their code (`ERROR_STATUS`), a store's retryable refusal
+("store_unavailable", "store_full") 503 with `Retry-After`, anything else 200; on a legacy
+session (2025-11-25 and earlier) every JSON-RPC answer is 200, errors included
+(`LEGACY_ERROR_STATUS`), the store's refusals too (the error's `data.reason` says to retry).
 There a 4xx is a transport refusal only (unknown session, bad `MCP-Protocol-Version` header,
 wrong content type, body too large...), which legacy clients treat as the session failing.
 """
@@ -26,6 +28,7 @@ from ..protocol.errors import (
     UNSUPPORTED_PROTOCOL_VERSION,
     McpError,
 )
+from ..server.store import is_store_refusal
 
 Message = MutableMapping[str, Any]
 Send = Callable[[Message], Awaitable[None]]
@@ -46,6 +49,8 @@ ERROR_STATUS: Mapping[int, int] = {
 #: the official legacy servers answer every JSON-RPC error with 200.
 LEGACY_ERROR_STATUS: Mapping[int, int] = {}
 JSON_TYPE = (b"content-type", b"application/json")
+#: Sent with every 503: how many seconds to wait before retrying.
+RETRY_AFTER = (b"retry-after", b"1")
 SSE_HEADERS: Headers = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache"),
@@ -63,7 +68,11 @@ EMPTY_BODY: Message = {"type": "http.response.body", "body": b"", "more_body": F
 def status_of(response: dict[str, Any], table: Mapping[int, int] = ERROR_STATUS) -> int:
     """The HTTP status of a JSON answer carrying `response`, by the era's `table`."""
     error = response.get("error")
-    return 200 if error is None else table.get(error.get("code"), 200)
+    if error is None:
+        return 200
+    if table is ERROR_STATUS and is_store_refusal(error):
+        return 503  # retryable: the store is down, restarting or full
+    return table.get(error.get("code"), 200)
 
 
 def legacy_status_of(response: dict[str, Any]) -> int:
@@ -76,6 +85,8 @@ async def send_json(send: Send, status: int, body: bytes, extra: Headers | None 
     headers = [JSON_TYPE, (b"content-length", b"%d" % len(body))]
     if extra:
         headers.extend(extra)
+    if status == 503 and not any(name == RETRY_AFTER[0] for name, _ in headers):
+        headers.append(RETRY_AFTER)
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
@@ -127,6 +138,7 @@ __all__ = [
     "EMPTY_BODY",
     "ERROR_STATUS",
     "LEGACY_ERROR_STATUS",
+    "RETRY_AFTER",
     "SSE_HEADERS",
     "accepted",
     "answer",

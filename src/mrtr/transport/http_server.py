@@ -87,6 +87,7 @@ from .http_limits import (
 )
 from .http_responses import (
     JSON_TYPE,
+    RETRY_AFTER,
     SSE_HEADERS,
     accepted,
     answer,
@@ -630,14 +631,12 @@ class StreamableHTTPApp:
             await exchange.respond(response)
             return
         data = orjson.dumps(response)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200 if "error" not in response else status_of(response),
-                # A new list each time: middleware may add to a response's headers in place.
-                "headers": [JSON_TYPE, (b"content-length", b"%d" % len(data))],
-            }
-        )
+        status = 200 if "error" not in response else status_of(response)
+        # A new list each time: middleware may add to a response's headers in place.
+        answer_headers = [JSON_TYPE, (b"content-length", b"%d" % len(data))]
+        if status == 503:
+            answer_headers.append(RETRY_AFTER)
+        await send({"type": "http.response.start", "status": status, "headers": answer_headers})
         await send({"type": "http.response.body", "body": data, "more_body": False})
 
     @staticmethod

@@ -43,6 +43,7 @@ import orjson
 
 from ...protocol import jsonrpc
 from ...protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError
+from ..store import is_store_refusal
 from .principal import SCOPE_KEY
 from .settings import WELL_KNOWN, AuthSettings, expand_scopes
 from .token import AccessToken, VerifierUnavailable, bound_key
@@ -218,8 +219,12 @@ class BearerGuard:
         # Last, so that only a proof with a valid bound token takes a place in the store.
         try:
             first = await checker.first_use(proof)
-        except Exception:
-            logger.exception("could not record a DPoP proof; the request is refused")
+        except Exception as exc:
+            if isinstance(exc, McpError) and is_store_refusal(exc):
+                # Down or full: the store logs that itself (throttled), not once per request.
+                logger.debug("could not record a DPoP proof (%s); refused", exc.message)
+            else:
+                logger.exception("could not record a DPoP proof; the request is refused")
             await self._refuse(
                 send,
                 503,

@@ -45,7 +45,7 @@ from ...protocol.errors import INTERNAL_ERROR, McpError
 from ..redemption import EarlyOutcome
 from ..replay import STOPPED, Failure, Question, validate_answer
 from ..rounds import Round, require_capabilities
-from ..store import MemoryStore
+from ..store import MemoryStore, is_store_refusal
 from .record import TaskRecord
 
 if TYPE_CHECKING:
@@ -168,17 +168,27 @@ class TaskRun:
             lease=now + self.settings.lease,
         )
         refused: McpError | None = None
+        failed: McpError | None = None
         try:
             refused = await self.manager.claim(self.ctx, record)
             stored = refused is None and await self.manager.store.create(record)
-        except Exception:
-            logger.exception("tools/call %r: could not store a new task", self.tool)
+        except Exception as exc:
             stored = False
+            if isinstance(exc, McpError) and is_store_refusal(exc):
+                # The store is down or full: the client gets that retryable answer (HTTP 503).
+                failed = exc
+            else:
+                logger.exception("tools/call %r: could not store a new task", self.tool)
         if not stored:
             if refused is None:
                 self.manager.spawn(self.manager.unclaim(record))
-            error = refused or McpError(
-                INTERNAL_ERROR, f"tools/call {self.tool!r}: could not create a task for the call"
+            error = (
+                refused
+                or failed
+                or McpError(
+                    INTERNAL_ERROR,
+                    f"tools/call {self.tool!r}: could not create a task for the call",
+                )
             )
             # Whoever else waits for the task (the request, the handler) gets the error too.
             self.started.set_exception(error)
