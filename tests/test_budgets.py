@@ -72,18 +72,23 @@ class Peer:
             headers["Mcp-Session-Id"] = self.session_id
         message = {"jsonrpc": "2.0", "id": next(self.ids), "method": method, "params": params}
         async with self.http.post(self.url, data=orjson.dumps(message), headers=headers) as r:
-            if method == "initialize" and r.status == 200:
-                self.session_id = r.headers["Mcp-Session-Id"]
+            if method == "initialize":
+                self.session_id = r.headers.get("Mcp-Session-Id")
             return r.status, orjson.loads(await r.read())
 
-    async def initialize(self, client_info: dict[str, Any] | None = None) -> tuple[int, Any]:
+    async def initialize(self, client_info: dict[str, Any] | None = None) -> tuple[bool, Any]:
+        """Whether a session opened, and the answer. A refusal is a JSON-RPC error sent with
+        HTTP 200, as every JSON-RPC answer of the legacy era."""
         self.session_id = None
         params = {
             "protocolVersion": LEGACY,
             "capabilities": {},
             "clientInfo": client_info or {"name": "peer", "version": "1"},
         }
-        return await self.post("initialize", params)
+        status, body = await self.post("initialize", params)
+        assert status == 200, body
+        assert (self.session_id is not None) == ("result" in body), body
+        return self.session_id is not None, body
 
     async def alive(self, session_id: str) -> bool:
         self.session_id = session_id
@@ -113,7 +118,7 @@ async def endpoint(
 
 async def subscribe(peer: Peer, uri: str) -> Any:
     status, body = await peer.post("resources/subscribe", {"uri": uri})
-    assert (status == 200) == ("result" in body)
+    assert status == 200  # a refusal too: a JSON-RPC error of a legacy session
     return body
 
 
@@ -123,31 +128,31 @@ async def subscribe(peer: Peer, uri: str) -> Any:
 async def test_sessions_per_principal_are_refused_past_the_bound_and_others_keep_theirs() -> None:
     async with endpoint(legacy_server(sessions_per_principal=3), max_sessions=10) as (url, http):
         alice, mallory = Peer(http, url, "alice"), Peer(http, url, "mallory")
-        assert (await alice.initialize())[0] == 200
+        assert (await alice.initialize())[0]
         kept = alice.session_id
         assert kept is not None
         for _ in range(3):
-            assert (await mallory.initialize())[0] == 200
-        status, body = await mallory.initialize()
-        assert status == 400
+            assert (await mallory.initialize())[0]
+        opened, body = await mallory.initialize()
+        assert not opened
         refused(body, "legacy sessions", 3)
         assert body["error"]["data"]["bound"] == "principal"
         assert "DELETE" in body["error"]["message"]
         # Alice's session was never given up, and she may still open more.
         assert await alice.alive(kept)
-        assert (await alice.initialize())[0] == 200
+        assert (await alice.initialize())[0]
 
 
 async def test_sessions_in_all_are_refused_past_max_sessions_none_evicted() -> None:
     async with endpoint(legacy_server(), max_sessions=4) as (url, http):
         alice = Peer(http, url, "alice")
-        assert (await alice.initialize())[0] == 200
+        assert (await alice.initialize())[0]
         kept = alice.session_id
         assert kept is not None
         # Anonymous callers (one address here) fill the rest of the server.
         anonymous = Peer(http, url, None)
         for _ in range(3):
-            assert (await anonymous.initialize())[0] == 200
+            assert (await anonymous.initialize())[0]
         body = (await anonymous.initialize())[1]
         refused(body, "legacy sessions", 4)
         assert body["error"]["data"]["bound"] == "total"
@@ -157,26 +162,26 @@ async def test_sessions_in_all_are_refused_past_max_sessions_none_evicted() -> N
 async def test_an_ended_session_gives_its_place_back() -> None:
     async with endpoint(legacy_server(sessions_per_principal=1)) as (url, http):
         alice = Peer(http, url, "alice")
-        assert (await alice.initialize())[0] == 200
+        assert (await alice.initialize())[0]
         first = alice.session_id
-        assert (await alice.initialize())[0] == 400
+        assert not (await alice.initialize())[0]
         headers = {"Mcp-Session-Id": first or "", "x-test-user": "alice"}
         async with http.delete(url, headers=headers) as r:
             assert r.status == 204
-        assert (await alice.initialize())[0] == 200
+        assert (await alice.initialize())[0]
 
 
 async def test_idle_sessions_still_expire_and_free_their_place() -> None:
     server = legacy_server(sessions_per_principal=1)
     async with endpoint(server, session_idle_timeout=0.05) as (url, http):
         alice = Peer(http, url, "alice")
-        assert (await alice.initialize())[0] == 200
+        assert (await alice.initialize())[0]
         first = alice.session_id
         assert first is not None
-        assert (await alice.initialize())[0] == 400
+        assert not (await alice.initialize())[0]
         # Past the idle timeout the session is gone, and its place with it.
         await asyncio.sleep(0.1)
-        assert (await alice.initialize())[0] == 200
+        assert (await alice.initialize())[0]
         assert not await alice.alive(first)
 
 
@@ -184,12 +189,12 @@ async def test_initialize_data_is_bounded_without_a_shared_store() -> None:
     server = legacy_server(session_bytes=4096)
     async with endpoint(server) as (url, http):
         alice = Peer(http, url, "alice")
-        status, body = await alice.initialize({"name": "x" * 5000, "version": "1"})
-        assert status == 400
+        opened, body = await alice.initialize({"name": "x" * 5000, "version": "1"})
+        assert not opened
         refused(body, "session bytes", 4096)
         assert "clientInfo" in body["error"]["message"]
         # Nothing was kept: the caller's place is still free.
-        assert (await alice.initialize({"name": "x" * 3000, "version": "1"}))[0] == 200
+        assert (await alice.initialize({"name": "x" * 3000, "version": "1"}))[0]
 
 
 # --- legacy subscriptions -----------------------------------------------------------------------
@@ -199,7 +204,7 @@ async def test_subscription_uris_are_bounded_in_length_and_in_bytes_per_session(
     server = legacy_server(subscription_uri_bytes=100, subscription_bytes=250, subscriptions=5)
     async with endpoint(server) as (url, http):
         alice = Peer(http, url, "alice")
-        assert (await alice.initialize())[0] == 200
+        assert (await alice.initialize())[0]
         refused(await subscribe(alice, "file:///" + "a" * 93), "subscription URI bytes", 100)
         for letter in "bc":
             assert "result" in await subscribe(alice, "file:///" + letter * 90)
@@ -247,17 +252,17 @@ async def test_session_bounds_hold_across_instances_sharing_redis(
     async with redis_pair(redis_instance.url, sessions_per_principal=2) as (urls, http, _):
         # Per principal: mallory's third session is refused whichever instance she asks.
         mallory = [Peer(http, url, "mallory") for url in urls]
-        assert (await mallory[0].initialize())[0] == 200
-        assert (await mallory[1].initialize())[0] == 200
+        assert (await mallory[0].initialize())[0]
+        assert (await mallory[1].initialize())[0]
         for peer in mallory:
             refused((await peer.initialize())[1], "legacy sessions", 2)
         # In all: 4 sessions over both instances (each holds 2 of its own); the fifth is
         # refused on either, and nobody's session was given up.
         bob = [Peer(http, url, "bob") for url in urls]
-        assert (await bob[0].initialize())[0] == 200
+        assert (await bob[0].initialize())[0]
         kept = bob[0].session_id
         assert kept is not None
-        assert (await bob[1].initialize())[0] == 200
+        assert (await bob[1].initialize())[0]
         carol = [Peer(http, url, "carol") for url in urls]
         for peer in carol:
             body = (await peer.initialize())[1]
@@ -273,7 +278,7 @@ async def test_session_bounds_hold_across_instances_sharing_redis(
         headers = {"Mcp-Session-Id": kept, "x-test-user": "bob"}
         async with http.delete(urls[1], headers=headers) as r:
             assert r.status == 204
-        assert (await carol[0].initialize())[0] == 200
+        assert (await carol[0].initialize())[0]
         refused((await carol[1].initialize())[1], "legacy sessions", 4)
 
 

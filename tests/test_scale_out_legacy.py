@@ -11,19 +11,26 @@ instances behind haproxy (`deploy/haproxy.cfg`: round-robin, no stickiness) shar
   by every instance.
 * The same cluster without `MRTR_STORE_URL` (each instance its own sessions): the same
   official-client session fails, so the test above can fail.
+* An instance killed in the middle of a call whose answer it streams: the official client
+  resumes the stream (`GET` + `Last-Event-ID`) on a surviving instance, which answers from
+  what the dead one kept in the store: an error saying the request was interrupted, at once,
+  and the session goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import mcp
 import pytest
 
-from cluster import Cluster, haproxy_binary
+from cluster import Cluster, Instance, haproxy_binary
 from redis_instance import RedisInstance, redis_instance
 from test_scale_out_sessions import (
     INIT,
@@ -91,3 +98,48 @@ async def test_legacy_sessions_alternate_between_instances_with_no_failure(
 async def test_without_the_shared_store_the_same_session_fails(apart: Cluster) -> None:
     with pytest.raises((mcp.MCPError, TimeoutError, ExceptionGroup)):
         await asyncio.wait_for(official_scenario(apart.url), 3.0)
+
+
+async def kill_mid_call(cluster: Cluster, client: mcp.Client, logged: asyncio.Queue[Any]) -> Any:
+    """Call `stall`, kill the instance streaming its answer once it has logged, and return the
+    outcome of the call (the error it raised), within a bound."""
+    call = asyncio.ensure_future(client.call_tool("stall", {}))
+    try:
+        async with asyncio.timeout(GUARD):
+            while not str(data := await logged.get()).startswith("stalling in "):
+                pass
+        pid = int(str(data).rsplit(" ", 1)[1])
+        victim: Instance = next(i for i in cluster.instances if i.pid == pid)
+        os.killpg(victim.process.pid, signal.SIGKILL)
+        victim.process.wait(GUARD)
+        async with asyncio.timeout(20.0):  # a client that hangs fails here
+            with pytest.raises(mcp.MCPError) as failed:
+                await call
+        return failed.value.error
+    finally:
+        call.cancel()
+
+
+async def logged_client(url: str) -> tuple[mcp.Client, asyncio.Queue[Any]]:
+    logged: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def log(params: Any) -> None:
+        logged.put_nowait(params.data)
+
+    return mcp.Client(url, mode="legacy", logging_callback=log), logged
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+async def test_a_legacy_client_whose_instance_dies_mid_call_gets_an_error_at_once(
+    shared: Cluster,
+) -> None:
+    client, logged = await logged_client(shared.url)
+    async with client:
+        error = await kill_mid_call(shared, client, logged)
+        # The surviving instance's answer, not the client giving up after its retries.
+        assert error.code == -32603
+        assert "Request interrupted" in error.message and "send it again" in error.message
+        # The session lives in the store: the next calls are served by the survivors.
+        for _ in range(2):
+            result = await asyncio.wait_for(client.call_tool("whoami", {}), GUARD)
+            assert not result.is_error

@@ -14,8 +14,8 @@ server than the one before. The same wiring as Redis gives separate processes
 * a GET stream served by one server is resumed (`Last-Event-ID`) on the other, from what the
   first kept in the store: the events after the id are replayed, new ones follow; an id past
   them or older than what is kept is 400; what a server keeps of a stream is bounded; a
-  request's stream is resumed only by the server that streamed it (400 elsewhere, never
-  another request's events);
+  request's stream is resumed by the server that streamed it, and elsewhere answered with the
+  response it kept in the store (never another request's events; 400 when nothing was kept);
 * a session's record expires when idle; the store failing answers 503, the session intact.
 """
 
@@ -34,12 +34,21 @@ import mcp
 import mcp_types
 import pytest
 
-from mrtr import Client, ClientOptions, ElicitRequestParams, ElicitResult, Server, ServerOptions
+from mrtr import (
+    Client,
+    ClientOptions,
+    ElicitRequestParams,
+    ElicitResult,
+    RequestContext,
+    Server,
+    ServerOptions,
+)
 from mrtr.client import Change
 from mrtr.protocol.errors import INTERNAL_ERROR, McpError
 from mrtr.server.legacy import MAX_SUBSCRIPTIONS
 from mrtr.server.session import LegacySession, SessionRecords
 from mrtr.server.store import Broker, MemoryBroker, MemoryStore, Store
+from mrtr.transport.http_legacy import MAX_KEPT_RESPONSE
 from mrtr.transport.http_server import StreamableHTTPApp
 from mrtr.transport.sse_events import SHARED_BYTES, SHARED_EVENTS, EventLog, decode_snapshot
 from servers.legacy_cluster_server import WATCHED, build
@@ -549,9 +558,53 @@ async def test_a_request_stream_of_one_server_is_never_resumed_from_another() ->
         get_headers = {"Accept": "text/event-stream", "Mcp-Session-Id": session_id}
         first_of_server_0 = streamed[0][1]
         async with http.get(url, headers={**get_headers, "Last-Event-ID": first_of_server_0}) as r:
+            # Server 1 replays the response server 0 kept in the store (request 10's), never
+            # server 1's own events.
+            assert r.status == 200 and r.content_type == "text/event-stream"
+            events = [
+                json.loads(line[6:])
+                for line in (await r.text()).splitlines()
+                if line.startswith("data: ") and line[6:]
+            ]
+        assert [event.get("id") for event in events] == [10]
+        assert "result" in events[0]
+        # A stream nothing kept (an id no server made): 400, as before.
+        async with http.get(url, headers={**get_headers, "Last-Event-ID": "77-1"}) as r:
             assert r.status == 400
             assert "names no event" in (await r.json())["error"]["message"]
         front.turn = itertools.count(0)  # the server that streamed it replays the rest
         async with http.get(url, headers={**get_headers, "Last-Event-ID": first_of_server_0}) as r:
             assert r.status == 200
             assert await sse_ids(r) == [first_of_server_0, *streamed[0][2:]]
+
+
+async def data_events(response: aiohttp.ClientResponse) -> list[Any]:
+    """The messages of a finished SSE response."""
+    lines = (await response.text()).splitlines()
+    return [json.loads(line[6:]) for line in lines if line.startswith("data: ") and line[6:]]
+
+
+async def test_a_response_too_large_to_keep_is_answered_elsewhere_with_an_error() -> None:
+    async with raw_fleet(n=2) as (url, front, http):
+        for app in front.apps:
+
+            @app.server.tool()
+            async def large(ctx: RequestContext) -> str:
+                """Log, then answer more than a store keeps for another instance."""
+                await ctx.log("info", "a large answer follows")
+                return "x" * MAX_KEPT_RESPONSE
+
+        session_id = await open_session(http, url)
+        front.turn = itertools.count(0)
+        body = message("tools/call", {"name": "large"}, id=21)
+        headers = {**HEADERS, "Mcp-Session-Id": session_id}
+        async with http.post(url, json=body, headers=headers) as response:
+            assert response.content_type == "text/event-stream"
+            ids = await sse_ids(response)
+        front.turn = itertools.count(1)
+        get_headers = {"Accept": "text/event-stream", "Mcp-Session-Id": session_id}
+        async with http.get(url, headers={**get_headers, "Last-Event-ID": ids[1]}) as r:
+            assert r.status == 200 and r.content_type == "text/event-stream"
+            events = await data_events(r)
+        assert [(event["id"], event["error"]["code"]) for event in events] == [(21, -32603)]
+        assert "Request interrupted" in events[0]["error"]["message"]

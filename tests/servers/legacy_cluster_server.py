@@ -3,14 +3,16 @@
 
 Every tool's result names the process (or, in one process, the `Server`) that ran it, so a
 test sees from the server side where each request of one session landed (`whoami`: the
-process id, which the cluster helpers wait for). `confirm` asks the
-client live and names who asked; `levels` logs once at each of four levels; `touch`
-announces that a resource changed; `announce` that the tool list changed. Built without
+process id, which the cluster helpers wait for). `confirm` asks the client live and names
+who asked; `levels` logs once at each of four levels; `stall` logs who serves it, then waits
+until the process ends (so a test can kill it mid-call); `touch` announces that a resource
+changed; `announce` that the tool list changed. Built without
 `options=`, so `mrtr serve` configures it from the `MRTR_*` variables (key, store).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from mrtr import RequestContext, Server, ServerOptions
@@ -41,6 +43,13 @@ def build(name: str = "legacy-fleet", options: ServerOptions | None = None) -> S
         """Log one message at each of debug, info, warning and error."""
         for level in ("debug", "info", "warning", "error"):
             await ctx.log(level, f"{level} from {label}")
+        return label
+
+    @fleet.tool()
+    async def stall(ctx: RequestContext) -> str:
+        """Log the serving process's id (which streams the response), then never answer."""
+        await ctx.log("info", f"stalling in {os.getpid()}")
+        await asyncio.Event().wait()
         return label
 
     @fleet.tool()

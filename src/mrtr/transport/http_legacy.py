@@ -48,10 +48,19 @@ stays on the stateless path. Rules:
    one another instance served (the newest wins: no message goes out twice). List changes
    and resource updates reach a session on the instance serving its `GET` stream (through the
    change broker); with none open they are not kept. The rest of a request's stream
-   (`Last-Event-ID`) is served only by the instance that served it (others answer 400, and
-   the client sends its request again). The standalone stream's newest events are kept in
+   (`Last-Event-ID`) is served by the instance that served it. Any other instance answers
+   from what that one kept in the store (rule 9) rather than leave a legacy client waiting:
+   the stored response if the request was answered, else a JSON-RPC error for the request
+   (its instance stopped or cannot be reached, the outcome is unknown, send it again), after
+   asking that instance to cancel it. The standalone stream's newest events are kept in
    the store by the instance serving it, before they go out (`sse_events.py` rule 6), so
    any instance resumes it. A store that fails answers 503 with -32603, the session intact.
+9. What a request stream leaves in a shared store (rule 8): when its first event goes out,
+   before any event id can reach the client, its request id; when the request is answered,
+   its response too (up to `MAX_KEPT_RESPONSE` bytes), for `KEPT_STREAM_TTL` seconds. A
+   client whose instance dies mid-call (the official Python client resumes with `GET` +
+   `Last-Event-ID`, on whichever instance the load balancer picks) is answered there, on an
+   event stream, as it expects: it gets an answer or an error, never a wait.
 """
 
 from __future__ import annotations
@@ -90,7 +99,7 @@ from .http_responses import (
     send_json,
     status_of,
 )
-from .sse import KEEPALIVE
+from .sse import KEEPALIVE, encode_event_with_id
 from .sse_events import (
     STANDALONE,
     EventLog,
@@ -113,6 +122,12 @@ Receive = Callable[[], Awaitable[Message]]
 MAX_SESSION_REQUESTS = 64
 #: The largest session record kept in a shared store (what `initialize` brought, mostly).
 MAX_RECORD_BYTES = 64 * 1024
+#: Seconds a request stream's id and response stay in a shared store (rule 9): a client
+#: resumes within its retry time, a few seconds at most, or polls (SEP-1699) about as often.
+KEPT_STREAM_TTL = 300.0
+#: The largest response kept for another instance to replay (rule 9); a larger one is not
+#: kept, and a resumption elsewhere gets the error instead.
+MAX_KEPT_RESPONSE = 64 * 1024
 _SESSION_HEADER = b"mcp-session-id"
 _MAX_ID_LENGTH = 256
 _SETTLE_POLL = 0.05  # seconds between looks at the requests a drain waits for
@@ -139,7 +154,7 @@ def close_sse_stream() -> bool:
 class _Channel:
     """The transport side of one session: its streams and its running requests."""
 
-    __slots__ = ("digest", "ended", "log", "refreshed", "session", "tasks")
+    __slots__ = ("digest", "ended", "kept", "log", "refreshed", "session", "tasks")
 
     def __init__(
         self, session: LegacySession, buffer_bytes: int, digest: str = "", first_stream: int = 1
@@ -152,6 +167,8 @@ class _Channel:
         self.digest = digest
         #: `time.monotonic()` of the last rewrite of the shared record from here.
         self.refreshed = time.monotonic()
+        #: Request streams whose request id is in the shared store (rule 9).
+        self.kept: set[int] = set()
         session.send = self.send
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -619,6 +636,10 @@ class LegacySessions:
 
         async def notify(outgoing: dict[str, Any]) -> None:
             if accept_sse:
+                if self.records is not None and stream.id not in channel.kept:
+                    # Before the stream's first event id can go out (rule 9).
+                    channel.kept.add(stream.id)
+                    await self._keep_stream(channel, stream.id, {"i": message["id"]})
                 stream.add(orjson.dumps(outgoing))
             elif "id" in outgoing:
                 # A client that takes no stream here still gets the server's requests: on its
@@ -650,7 +671,14 @@ class LegacySessions:
             # Its id is free as soon as it ends, before its answer goes out (not a loop turn
             # later): a client that reuses the id of an answered request is not told it runs.
             channel.tasks.pop(message["id"], None)
-        stream.add(orjson.dumps(response), final=True)
+        data = orjson.dumps(response)
+        stream.add(data, final=True)
+        if stream.id in channel.kept:
+            channel.kept.discard(stream.id)
+            kept: dict[str, Any] = {"i": message["id"]}
+            if len(data) <= MAX_KEPT_RESPONSE:
+                kept["r"] = response
+            await self._keep_stream(channel, stream.id, kept)
 
     # --- GET (rule 5) -----------------------------------------------------------------------
 
@@ -715,6 +743,14 @@ class LegacySessions:
                 assert found is not None
                 await self._standalone(receive, send, channel, found[1])
                 return
+            if (
+                stream_ is None
+                and found is not None
+                and found[0] != STANDALONE
+                and self.records is not None
+                and await self._answer_from_store(send, channel, found[0], found[1])
+            ):
+                return
             if problem is not None or stream_ is None or found is None:
                 await reject(
                     send,
@@ -759,6 +795,56 @@ class LegacySessions:
             await records.store.set(self._standalone_key(channel), snapshot, records.ttl)
         except Exception:
             logger.warning("could not keep a session's stream in the store", exc_info=True)
+
+    def _stream_key(self, channel: _Channel, stream_id: int) -> str:
+        return f"mrtr/sse/{self.server.name}/{channel.digest}/{stream_id}"
+
+    async def _keep_stream(self, channel: _Channel, stream_id: int, kept: dict[str, Any]) -> None:
+        """Keep what another instance needs to answer a resumption of a request stream (rule
+        9); a store that fails costs only that answer (the client gets a 400 there)."""
+        records = self.records
+        assert records is not None
+        key = self._stream_key(channel, stream_id)
+        try:
+            await records.store.set(key, orjson.dumps(kept), min(KEPT_STREAM_TTL, records.ttl))
+        except Exception:
+            logger.warning("could not keep a request stream in the store", exc_info=True)
+
+    async def _answer_from_store(
+        self, send: Send, channel: _Channel, stream_id: int, cursor: int
+    ) -> bool:
+        """Answer the resumption of another instance's request stream from what it kept (rule
+        9): its response, or an error saying the request's outcome is unknown. False when
+        nothing was kept (the caller answers 400)."""
+        records = self.records
+        assert records is not None
+        try:
+            raw = await records.store.get(self._stream_key(channel, stream_id))
+            kept = None if raw is None else orjson.loads(raw)
+        except Exception:
+            logger.warning("could not read a request stream from the store", exc_info=True)
+            return False
+        if not isinstance(kept, dict) or not jsonrpc.is_valid_id(request_id := kept.get("i")):
+            return False
+        response = kept.get("r")
+        if not isinstance(response, dict):
+            # Still running elsewhere, or lost with its instance: the client is told to send it
+            # again, so the instance running it (if any) is asked to stop it.
+            self._publish("c", channel.digest, m={"requestId": request_id, "reason": "resumed"})
+            response = jsonrpc.error_response(
+                request_id,
+                McpError(
+                    INTERNAL_ERROR,
+                    "Request interrupted: the server instance that was answering it stopped "
+                    "or cannot be reached from this one, so its stream cannot be resumed and "
+                    "whether it ran to completion is unknown; send it again if it is safe to "
+                    "repeat",
+                ),
+            )
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        event = encode_event_with_id(orjson.dumps(response), f"{stream_id}-{cursor + 1}")
+        await send({"type": "http.response.body", "body": event, "more_body": False})
+        return True
 
     async def _adopt_standalone(self, channel: _Channel, cursor: int) -> str | None:
         """Take over the standalone stream another instance kept in the store, the client
@@ -1000,4 +1086,11 @@ async def _session_ended(send: Send) -> None:
     )
 
 
-__all__ = ["MAX_RECORD_BYTES", "MAX_SESSION_REQUESTS", "LegacySessions", "close_sse_stream"]
+__all__ = [
+    "KEPT_STREAM_TTL",
+    "MAX_KEPT_RESPONSE",
+    "MAX_RECORD_BYTES",
+    "MAX_SESSION_REQUESTS",
+    "LegacySessions",
+    "close_sse_stream",
+]
