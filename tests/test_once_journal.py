@@ -30,8 +30,8 @@ class Payments:
     before the payment, "after" after the `once` returned; "none" holds nowhere.
     """
 
-    def __init__(self) -> None:
-        self.store = MemoryStore()
+    def __init__(self, store: MemoryStore | None = None) -> None:
+        self.store = MemoryStore() if store is None else store
         self.server = Server(
             "payments",
             options=ServerOptions(
@@ -346,3 +346,15 @@ async def test_round_timeout_inside_a_once_still_ends_the_round(
     )
     error = error_of(final)
     assert error["code"] == INTERNAL_ERROR and "round_timeout" in error["message"]
+
+
+async def test_a_once_the_store_has_no_room_for_does_not_run_and_the_round_says_so() -> None:
+    # Two entries: the process's liveness key and the round's claim fit; the `once`'s
+    # "started" record does not, so its function must not run (nothing would say it had).
+    shop = Payments(MemoryStore(max_entries=2))
+    arguments = {"amount": 4, "hold": "none"}
+    state = await shop.first_state(**arguments)
+    error = error_of(await shop.final(state, **arguments))
+    assert error["code"] == INTERNAL_ERROR and error["data"] == {"reason": "store_full"}
+    assert shop.paid == []
+    assert await shop.store.get(f"mrtr/once/{shop.references[-1]}") is None
