@@ -451,7 +451,7 @@ class Guarantees(RuleBasedStateMachine):
 
 # --- the tests -------------------------------------------------------------------------------
 
-EXAMPLES = {"memory": 20, "redis": 12}
+EXAMPLES = {"memory": 30, "redis": 20}
 
 
 @pytest.mark.parametrize("store", ["memory", "redis"])
