@@ -5,7 +5,7 @@
 through the variables that file reads), waits until a request through haproxy has reached
 every instance, and `stop` ends them all (SIGTERM, then SIGKILL on timeout). For another
 number of instances than the file lists, `write_config` derives a config with one `server`
-line per instance.
+line per instance. `restart` replaces one instance as a rolling restart does.
 """
 
 from __future__ import annotations
@@ -241,3 +241,57 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=STOP_TIMEOUT)
+
+
+def restart(
+    cluster: Cluster,
+    index: int,
+    env: Mapping[str, str | None] | None = None,
+    *,
+    timeout: float = 30.0,
+) -> int:
+    """Replace instance `index` by a new process on the same port, as a rolling restart does:
+    SIGTERM (requests in flight finish, haproxy sends new ones elsewhere), then start it with
+    the cluster's environment updated by `env` (None removes a variable), and return its pid
+    once a request sent through haproxy has reached it (haproxy's health check saw it up)."""
+    old = cluster.instances[index]
+    if old.process.poll() is None:
+        old.process.send_signal(signal.SIGTERM)
+        try:
+            old.process.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(old.process.pid, signal.SIGKILL)
+            old.process.wait(timeout=STOP_TIMEOUT)
+    merged = dict(cluster.env)
+    for name, value in (env or {}).items():
+        if value is None:
+            merged.pop(name, None)
+        else:
+            merged[name] = value
+    deadline = time.monotonic() + timeout
+    with old.log.open("ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mrtr", "serve", cluster.target,
+             "--transport", "http", "--host", "127.0.0.1", "--port", str(old.port)],
+            stdout=out, stderr=subprocess.STDOUT, env=merged, cwd=ROOT,
+            start_new_session=True,
+        )  # fmt: skip
+    instance = Instance(old.port, process, old.log)
+    cluster.instances[index] = instance  # `Cluster.stop` ends it from now on
+    while (pid := call_tool_once(old.port, "whoami", timeout=2.0)) is None:
+        if process.poll() is not None:
+            log = old.log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"instance on port {old.port} exited ({process.returncode}): {log}")
+        _check(deadline, f"instance on port {old.port} did not start")
+        time.sleep(0.05)
+    instance.pid = int(pid)
+    # Other clients share haproxy's round-robin: a probe reaches it one time in n or so.
+    while call_tool_once(cluster.port, "whoami") != instance.pid:
+        _check(deadline, f"haproxy did not send a request to the instance on port {old.port}")
+        time.sleep(0.05)
+    return instance.pid
+
+
+def _check(deadline: float, what: str) -> None:
+    if time.monotonic() > deadline:
+        raise TimeoutError(f"{what} in time")

@@ -25,7 +25,7 @@ from transport_flow import GUARD
 
 TARGET = "tests/servers/deploy_server.py:server"
 KEY = "deploy-key-" + "d" * 32
-QUESTIONS = 5
+QUESTIONS = 8
 # The kernel holds data haproxy sends with MSG_MORE for 200 ms: half of it separates an
 # event that was held from one that was not, whatever the machine's load adds to a few.
 STALL = 0.2

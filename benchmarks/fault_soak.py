@@ -1,0 +1,516 @@
+"""`python benchmarks/fault_soak.py`: flows under faults, through the shipped haproxy config.
+
+    python benchmarks/fault_soak.py                             # 128 clients, 60 s
+    python benchmarks/fault_soak.py --clients 32 --duration 20  # smaller
+    python benchmarks/fault_soak.py --keep-logs                 # keep logs (path on stderr)
+
+Three `mrtr serve` instances of `benchmarks/fault_soak_server.py` run behind haproxy with
+`deploy/haproxy.cfg`, sharing a real `redis-server` (append-only file on, fsync every second)
+on a free loopback port. `--clients` clients run flows back to back: most are 2026-07-28
+clients running the three-round `transfer` tool (two questions, then a side effect appended
+with the flow's id to a file outside the store), resuming a failed round (after a pause that
+doubles each time) from the `requestState` and answers its error carries; one in
+`--legacy-every` is a legacy
+(2025-11-25) session client calling the same tool, its questions asked live.
+
+The run is cut into windows of `--duration` / 6 seconds (a window lasts at least as long as
+its fault takes): a baseline, then one fault each, injected at the window's start:
+
+* kill -9 of an instance, then a new one started on its port;
+* Redis paused 3 s (SIGSTOP, SIGCONT);
+* Redis killed and restarted on its append-only file (what it had, up to a second);
+* Redis killed and restarted empty, without persistence;
+* a rolling restart: each instance in turn SIGTERMed (it drains) and started again.
+
+A flow counts against the window in which its trouble began (its first error, or the start
+of the attempt that got no answer), or in which it started if it had none. Per window:
+flows, failed (gave up after `ATTEMPTS` tries), hung (no answer within `--flow-timeout`),
+side effects doubled (a flow's effect recorded more than once), late (an effect recorded
+after its client gave up; effects are read `--tail` seconds after the last flow ended), and
+time to recover (from the injection to the moment the last flow in trouble got into it; 0
+when none was). Everything it starts is stopped on exit, Ctrl-C and SIGTERM included. Exit
+status 1 when any flow hung, any effect ran twice or late.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.cluster import Cluster, free_port, haproxy_binary, restart  # noqa: E402
+from mrtr import Client, ClientOptions, ElicitRequestParams, ElicitResult  # noqa: E402
+from mrtr.protocol.errors import McpError  # noqa: E402
+
+TARGET = "benchmarks/fault_soak_server.py:server"
+EFFECTS_VARIABLE = "MRTR_SOAK_EFFECTS"
+INSTANCES = 3
+ATTEMPTS = 4  # one try and up to 3 resumptions per modern flow; a legacy call is tried once
+BACKOFF = 0.5  # seconds before the first resumption, doubled for each next one
+REDIS_PAUSE = 3.0
+REDIS_START_TIMEOUT = 10.0
+STOP_MARGIN = 10.0  # past the flow timeout, seconds a client gets to notice the end
+
+
+def accept(params: ElicitRequestParams) -> ElicitResult:
+    """Answer every question of `transfer` with yes."""
+    return ElicitResult(action="accept", content={"ok": True})
+
+
+def error_kind(error: BaseException) -> str:
+    """An error's type (and JSON-RPC code) and first words: errors that differ only in ids
+    fall together."""
+    words = " ".join(str(error).split()[:6])
+    if isinstance(error, McpError):
+        return f"McpError {error.code}: {words}"
+    return f"{type(error).__name__}: {words}"
+
+
+class Redis:
+    """A `redis-server` on a free loopback port that can be paused, killed and restarted on
+    its append-only file, or restarted empty."""
+
+    def __init__(self, workdir: Path) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError(
+                "redis-server is not installed (Debian: apt-get install redis-server)"
+            )
+        self.binary = binary
+        self.port = free_port()
+        self.dir = workdir / "redis"
+        self.dir.mkdir()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start(aof=True)
+
+    @property
+    def url(self) -> str:
+        """The store URL the instances are given."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, *, aof: bool) -> None:
+        """Start it on its port (and directory: with `aof`, on what the file kept)."""
+        self.process = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "yes" if aof else "no", "--appendfsync", "everysec",
+             "--dir", str(self.dir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + REDIS_START_TIMEOUT
+        while not self._answers():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server did not start on port {self.port}")
+            time.sleep(0.02)
+
+    def _answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def pause(self, seconds: float) -> None:
+        """Stop the process for `seconds` (SIGSTOP), then let it go on (SIGCONT)."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+        try:
+            time.sleep(seconds)
+        finally:
+            self.process.send_signal(signal.SIGCONT)
+
+    def restart(self, *, aof: bool) -> None:
+        """Kill it (a crash), then start it again: on its file with `aof`, else empty."""
+        self.stop()
+        if not aof:
+            shutil.rmtree(self.dir)
+            self.dir.mkdir()
+        self.start(aof=aof)
+
+    def stop(self) -> None:
+        """Kill it and reap it."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)  # a paused one dies as well
+            self.process.kill()
+        if self.process is not None:
+            self.process.wait(timeout=REDIS_START_TIMEOUT)
+
+
+@dataclass
+class Flow:
+    """One flow as its client saw it (times are `time.monotonic()`, shared by processes)."""
+
+    id: str
+    legacy: bool
+    start: float
+    trouble: float | None = None  # its first error, or the start of the attempt that hung
+    end: float = 0.0  # done, or given up
+    outcome: str = "running"  # "ok", "failed" or "hung"
+
+
+@dataclass
+class Fault:
+    """One window: its fault, when it was injected and how long the injection took."""
+
+    name: str
+    action: Callable[[], None] | None
+    injected: float = 0.0
+    took: float = 0.0
+
+
+@dataclass
+class Run:
+    """What the clients saw."""
+
+    flows: list[Flow] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+
+
+async def run_modern(client: Client, flow: Flow, limit: float, run: Run) -> None:
+    """A `transfer` flow, resumed after a failed round (after a pause that doubles each
+    time, as a client honouring `Retry-After` would), within `limit` seconds in all."""
+    state: str | None = None
+    answers: dict[str, Any] | None = None
+    deadline = flow.start + limit
+    for attempt in range(ATTEMPTS):
+        if attempt:
+            await asyncio.sleep(min(BACKOFF * 2 ** (attempt - 1), deadline - time.monotonic()))
+        attempt_started = time.monotonic()
+        try:
+            async with asyncio.timeout_at(_loop_time(deadline)):
+                result = await client.call_tool(
+                    "transfer", {"flow": flow.id}, request_state=state, input_responses=answers
+                )
+        except TimeoutError:
+            flow.trouble = flow.trouble or attempt_started
+            flow.outcome, flow.end = "hung", time.monotonic()
+            return
+        except McpError as error:
+            run.errors[error_kind(error)] += 1
+            flow.trouble = flow.trouble or time.monotonic()
+            if error.request_state is not None:
+                state, answers = error.request_state, error.input_responses
+            continue
+        except Exception as error:  # the client's own failure: resumed from the last state
+            run.errors[error_kind(error)] += 1
+            flow.trouble = flow.trouble or time.monotonic()
+            continue
+        ok = not result.is_error and (result.structured_content or {}).get("flow") == flow.id
+        if not ok:
+            run.errors["tool error: " + " ".join(str(result.content).split()[:6])] += 1
+            flow.trouble = flow.trouble or time.monotonic()
+        flow.outcome, flow.end = ("ok" if ok else "failed"), time.monotonic()
+        return
+    flow.outcome, flow.end = "failed", time.monotonic()
+
+
+def _loop_time(monotonic: float) -> float:
+    """`monotonic` (a `time.monotonic()` value) on the running loop's clock."""
+    loop = asyncio.get_running_loop()
+    return loop.time() + (monotonic - time.monotonic())
+
+
+async def run_legacy(client: Client, flow: Flow, limit: float, run: Run) -> bool:
+    """A `transfer` call on a legacy session, tried once (a retry could run it twice);
+    whether the client is still usable."""
+    try:
+        result = await asyncio.wait_for(client.call_tool("transfer", {"flow": flow.id}), limit)
+    except TimeoutError:
+        flow.trouble = flow.start
+        flow.outcome, flow.end = "hung", time.monotonic()
+        return False
+    except Exception as error:
+        run.errors["legacy " + error_kind(error)] += 1
+        flow.trouble = time.monotonic()
+        flow.outcome, flow.end = "failed", time.monotonic()
+        return False
+    ok = not result.is_error and (result.structured_content or {}).get("flow") == flow.id
+    if not ok:
+        run.errors["legacy tool error: " + " ".join(str(result.content).split()[:6])] += 1
+        flow.trouble = time.monotonic()
+    flow.outcome, flow.end = ("ok" if ok else "failed"), time.monotonic()
+    return True
+
+
+async def run_client(
+    url: str, legacy: bool, stop: asyncio.Event, names: Iterator[str], limit: float, run: Run
+) -> None:
+    """Run flows back to back until `stop`; a legacy client opens a new session after a
+    failed call."""
+    while not stop.is_set():
+        options = ClientOptions(protocol="legacy") if legacy else None
+        client = Client.http(
+            url, elicitation_handler=accept, options=options, timeout=limit, connect_attempts=5
+        )
+        try:
+            async with asyncio.timeout(limit):
+                await client.__aenter__()
+        except Exception as error:
+            run.errors[("legacy " if legacy else "") + "open: " + error_kind(error)] += 1
+            await asyncio.sleep(0.2)  # the cluster is down: do not spin
+            continue
+        try:
+            while not stop.is_set():
+                flow = Flow(next(names), legacy, time.monotonic())
+                run.flows.append(flow)
+                if legacy:
+                    if not await run_legacy(client, flow, limit, run):
+                        break
+                else:
+                    await run_modern(client, flow, limit, run)
+        finally:
+            try:
+                async with asyncio.timeout(limit):
+                    await client.__aexit__(None, None, None)
+            except Exception as error:
+                run.errors["close: " + error_kind(error)] += 1
+
+
+async def inject(faults: list[Fault], window: float, stop: asyncio.Event) -> None:
+    """Inject each fault at the start of its window, then let the clients run; `stop` after
+    the last window."""
+    for fault in faults:
+        fault.injected = time.monotonic()
+        if fault.action is not None:
+            await asyncio.to_thread(fault.action)
+        fault.took = time.monotonic() - fault.injected
+        await asyncio.sleep(max(0.0, fault.injected + window - time.monotonic()))
+    stop.set()
+
+
+async def soak(cluster: Cluster, faults: list[Fault], args: argparse.Namespace, run: Run) -> None:
+    stop = asyncio.Event()
+    names = (f"flow-{n}" for n in itertools.count())
+    clients = [
+        asyncio.create_task(
+            run_client(
+                cluster.url,
+                args.legacy_every > 0 and index % args.legacy_every == args.legacy_every - 1,
+                stop,
+                names,
+                args.flow_timeout,
+                run,
+            )
+        )
+        for index in range(args.clients)
+    ]
+    driver = asyncio.create_task(inject(faults, args.duration / len(faults), stop))
+    await driver
+    # Each flow is bounded by the flow timeout, a client's close as well.
+    _done, stuck = await asyncio.wait(clients, timeout=2 * args.flow_timeout + STOP_MARGIN)
+    for task in stuck:
+        task.cancel()
+        run.errors["client still busy after the flows' timeout"] += 1
+    if stuck:
+        await asyncio.wait(stuck)
+    await asyncio.sleep(args.tail)  # effects that come late have this long to show
+
+
+def read_effects(path: Path) -> dict[str, list[float]]:
+    """Flow id -> the times its effect was recorded."""
+    effects: dict[str, list[float]] = defaultdict(list)
+    if path.exists():
+        for line in path.read_text().splitlines():
+            flow, _pid, at = line.split()
+            effects[flow].append(float(at))
+    return effects
+
+
+def table(faults: list[Fault], run: Run, effects: dict[str, list[float]]) -> list[list[str]]:
+    """One row per window, and a total."""
+    starts = [fault.injected for fault in faults]
+
+    def window_of(flow: Flow) -> int:
+        at = flow.trouble if flow.trouble is not None else flow.start
+        index = 0
+        for i, start in enumerate(starts):
+            if at >= start:
+                index = i
+        return index
+
+    rows: list[list[str]] = []
+    totals = Counter[str]()
+    by_window: dict[int, list[Flow]] = defaultdict(list)
+    for flow in run.flows:
+        by_window[window_of(flow)].append(flow)
+    for index, fault in enumerate(faults):
+        flows = by_window[index]
+        failed = [f for f in flows if f.outcome == "failed"]
+        hung = [f for f in flows if f.outcome == "hung"]
+        doubled = sum(1 for f in flows if len(effects.get(f.id, ())) > 1)
+        late = sum(
+            1
+            for f in flows
+            if f.outcome in ("failed", "hung") and any(t > f.end for t in effects.get(f.id, ()))
+        )
+        troubled = [f.trouble for f in flows if f.trouble is not None]
+        recover = max(troubled) - fault.injected if troubled else 0.0
+        count = Counter(
+            flows=len(flows),
+            ok=sum(1 for f in flows if f.outcome == "ok"),
+            failed=len(failed),
+            hung=len(hung),
+            doubled=doubled,
+            late=late,
+        )
+        totals.update(count)
+        rows.append(
+            [fault.name, *(str(count[k]) for k in ("flows", "ok", "failed", "hung", "doubled",
+             "late")), f"{recover:.1f}", f"{fault.took:.1f}"]
+        )  # fmt: skip
+    rows.append(
+        ["total", *(str(totals[k]) for k in ("flows", "ok", "failed", "hung", "doubled",
+         "late")), "", ""]
+    )  # fmt: skip
+    return rows
+
+
+def print_table(rows: list[list[str]]) -> None:
+    head = ["fault", "flows", "ok", "failed", "hung", "doubled", "late", "recover s", "took s"]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    for row in [head, ["-" * w for w in widths], *rows]:
+        rest = zip(row[1:], widths[1:], strict=True)
+        cells = [row[0].ljust(widths[0])] + [cell.rjust(width) for cell, width in rest]
+        print("  ".join(cells))
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--clients", type=int, default=128, help="clients at once (128)")
+    parser.add_argument(
+        "--duration", type=float, default=60.0, help="seconds of load, cut in 6 windows (60)"
+    )
+    parser.add_argument(
+        "--flow-timeout", type=float, default=30.0, help="seconds a client waits for a flow (30)"
+    )
+    parser.add_argument(
+        "--legacy-every", type=int, default=8, help="one client in N is legacy (8; 0 = none)"
+    )
+    parser.add_argument(
+        "--tail", type=float, default=5.0, help="seconds to wait for late effects at the end (5)"
+    )
+    parser.add_argument(
+        "--keep-logs", action="store_true", help="keep the instances' and haproxy's logs"
+    )
+    args = parser.parse_args(argv)
+    if args.clients < 1 or args.duration <= 0 or args.flow_timeout <= 0 or args.tail < 0:
+        parser.error("--clients must be at least 1, --duration and --flow-timeout above 0")
+    if args.legacy_every < 0:
+        parser.error("--legacy-every must be 0 or more")
+    return args
+
+
+def terminate(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM ends the run like Ctrl-C, so that the cleanup below runs."""
+    raise KeyboardInterrupt
+
+
+def faults_for(cluster: Cluster, redis: Redis) -> list[Fault]:
+    def kill_one() -> None:
+        cluster.kill(0)
+        restart(cluster, 0)
+
+    def rolling() -> None:
+        for index in range(len(cluster.instances)):
+            restart(cluster, index)
+
+    return [
+        Fault("baseline (no fault)", None),
+        Fault("kill -9 instance", kill_one),
+        Fault(f"Redis paused {REDIS_PAUSE:g} s", lambda: redis.pause(REDIS_PAUSE)),
+        Fault("Redis restarted, AOF", lambda: redis.restart(aof=True)),
+        Fault("Redis restarted, no AOF", lambda: redis.restart(aof=False)),
+        Fault("rolling restart", rolling),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if haproxy_binary() is None:
+        print("haproxy is not installed (Debian: apt-get install haproxy)", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, terminate)
+    workdir = Path(tempfile.mkdtemp(prefix="mrtr-fault-soak-"))
+    effects_path = workdir / "effects.log"
+    redis: Redis | None = None
+    cluster: Cluster | None = None
+    try:
+        redis = Redis(workdir)
+        env = {
+            "MRTR_REQUEST_STATE_KEY": "fault-soak-" + secrets.token_hex(24),
+            "MRTR_STORE_URL": redis.url,
+            EFFECTS_VARIABLE: str(effects_path),
+        }
+        cluster = Cluster.start(TARGET, workdir, env, n=INSTANCES)
+        faults = faults_for(cluster, redis)
+        run = Run()
+        started = time.monotonic()
+        asyncio.run(soak(cluster, faults, args, run))
+        effects = read_effects(effects_path)
+        print(
+            f"fault soak: {args.clients} clients ({_legacy_count(args)} legacy), "
+            f"{args.duration:g} s of load in {time.monotonic() - started:.0f} s, "
+            f"{INSTANCES} instances behind haproxy (deploy/haproxy.cfg), Redis; "
+            f"flow timeout {args.flow_timeout:g} s"
+        )
+        rows = table(faults, run, effects)
+        print_table(rows)
+        for flow in run.flows:
+            if flow.outcome == "hung":
+                era = "legacy" if flow.legacy else "modern"
+                print(
+                    f"hung: {flow.id} ({era}), started {flow.start - started:.1f} s in, "
+                    f"trouble at {(flow.trouble or flow.start) - started:.1f} s, "
+                    f"{len(effects.get(flow.id, ()))} effect(s)"
+                )
+        unmatched = len(set(effects) - {flow.id for flow in run.flows})
+        if unmatched:
+            print(f"effects of no flow the clients started: {unmatched}")
+        if run.errors:
+            print(f"errors seen by clients (resumed or not): {sum(run.errors.values())}")
+            for kind, count in run.errors.most_common(12):
+                print(f"  {count:6d}  {kind}")
+        total = rows[-1]
+        return 0 if total[4] == total[5] == total[6] == "0" else 1
+    except KeyboardInterrupt:
+        print("interrupted: stopping everything started", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut cleanup
+        if cluster is not None:
+            cluster.stop()
+        if redis is not None:
+            redis.stop()
+        if args.keep_logs:
+            print(f"logs: {workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _legacy_count(args: argparse.Namespace) -> int:
+    return 0 if args.legacy_every == 0 else args.clients // args.legacy_every
+
+
+__all__ = ["main"]
+
+if __name__ == "__main__":
+    sys.exit(main())
