@@ -121,3 +121,19 @@ async def test_a_url_ending_in_sse_that_serves_no_stream_says_what_to_give_inste
         with pytest.raises(McpError) as failed:
             await asyncio.wait_for(client.list_tools(), GUARD)
         assert "serves no event stream" in failed.value.message
+
+
+async def test_a_session_whose_stream_the_server_ended_is_opened_again(
+    ours: tuple[str, StreamableHTTPApp],
+) -> None:
+    base, app = ours
+    assert app.sse is not None
+    async with Client.http(base + "/old", elicitation_handler=on_elicit) as client:
+        assert text(await asyncio.wait_for(client.call_tool("add", {"a": 1, "b": 2}), GUARD)) == "3"
+        app.sse.close()  # the server ends the stream, and the session with it
+        await asyncio.wait_for(app.sse.wait_empty(), GUARD)
+        # The next call finds the session gone (404, or the stream seen closed): nothing
+        # was run, so the client opens a new session and sends it there.
+        result = await asyncio.wait_for(client.call_tool("greet", {}), GUARD)
+        assert text(result) == "hello Ada (accept)"
+        assert len(app.sse) == 1

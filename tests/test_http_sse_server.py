@@ -212,3 +212,20 @@ async def test_a_protected_server_asks_a_token_on_the_stream_and_on_posts() -> N
             assert taken.status_code == 202
         await wait_for_no_stream(app)
         app.close()
+
+
+async def test_closing_the_app_ends_open_streams_and_their_sessions(
+    endpoint: tuple[str, StreamableHTTPApp],
+) -> None:
+    base, app = endpoint
+    async with httpx.AsyncClient(timeout=GUARD) as http:
+        async with http.stream("GET", base + "/sse") as stream:
+            lines = stream.aiter_lines()
+            assert await anext(lines) == "event: endpoint"
+            endpoint_url = (await anext(lines)).removeprefix("data: ")
+            app.close()  # what a shutdown does first
+            rest = [line async for line in lines]
+            assert all(not line or line.startswith(":") for line in rest)
+        await wait_for_no_stream(app)
+        gone = await http.post(base + endpoint_url, json=INITIALIZE)
+        assert gone.status_code == 404
