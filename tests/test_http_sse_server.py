@@ -229,3 +229,21 @@ async def test_closing_the_app_ends_open_streams_and_their_sessions(
         await wait_for_no_stream(app)
         gone = await http.post(base + endpoint_url, json=INITIALIZE)
         assert gone.status_code == 404
+
+
+async def test_a_post_past_the_body_limit_or_of_another_type_is_refused() -> None:
+    app = StreamableHTTPApp(build_server(), max_body_size=1024, max_inflight_body_bytes=4096)
+    async with serve(app) as base, httpx.AsyncClient(timeout=GUARD) as http:
+        async with http.stream("GET", base + "/sse") as stream:
+            lines = stream.aiter_lines()
+            assert await anext(lines) == "event: endpoint"
+            endpoint_url = (await anext(lines)).removeprefix("data: ")
+            large = await http.post(base + endpoint_url, content=b" " * 2048, headers=JSON)
+            assert large.status_code == 413
+            plain = await http.post(
+                base + endpoint_url, content=b"{}", headers={"content-type": "text/plain"}
+            )
+            assert plain.status_code == 415
+            assert (await http.post(base + endpoint_url, json=INITIALIZE)).status_code == 202
+            assert app.inflight_body_bytes == 0
+        app.close()
