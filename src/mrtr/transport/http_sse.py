@@ -65,14 +65,13 @@ _MAX_ID_LENGTH = 256
 class _Stream:
     """One open SSE stream and the session it carries."""
 
-    __slots__ = ("_lock", "_open", "_send", "connection", "ended", "holder", "principal")
+    __slots__ = ("_lock", "_open", "_send", "connection", "ended", "principal")
 
-    def __init__(self, send: Send, principal: str | None, who: str) -> None:
+    def __init__(self, send: Send, principal: str | None) -> None:
         self._send = send
         self._lock = asyncio.Lock()
         self._open = True
         self.principal = principal
-        self.holder = who
         #: Set when the server ends the stream (shutdown).
         self.ended = asyncio.Event()
         self.connection: ServerConnection | None = None
@@ -179,7 +178,7 @@ class SSESessions:
             await send_json(send, 429, orjson.dumps(jsonrpc.error_response(None, error)))
             return
         session_id = secrets.token_urlsafe(16)
-        stream = _Stream(send, principal, who)
+        stream = _Stream(send, principal)
 
         def new_session(channel: Callable[[dict[str, Any]], Awaitable[None]]) -> LegacySession:
             session = LegacySession(channel, session_id)
@@ -210,16 +209,19 @@ class SSESessions:
         finally:
             disconnected.cancel()
             ended.cancel()
+            # Unknown to POSTs from here on; then its requests end, then the stream.
             del self._streams[session_id]
-            if not self._streams:
-                self._empty.set()
             left = self._held[who] - 1
             if left:
                 self._held[who] = left
             else:
                 del self._held[who]
-            await asyncio.shield(connection.aclose())
-            await asyncio.shield(stream.close())
+            try:
+                await asyncio.shield(connection.aclose())
+                await asyncio.shield(stream.close())
+            finally:
+                if not self._streams:
+                    self._empty.set()
 
     # --- messages (rules 2, 3) ------------------------------------------------------------
 
