@@ -123,6 +123,12 @@ async def test_a_foreign_origin_is_refused_on_the_stream_and_on_posts(
             assert endpoint_url.startswith("/sse?session_id=")
             refused = await http.post(base + endpoint_url, json=INITIALIZE, headers=evil)
             assert refused.status_code == 403
+            # Before initialize a legacy session serves ping alone.
+            ping = {"jsonrpc": "2.0", "id": 0, "method": "ping"}
+            assert (await http.post(base + endpoint_url, json=ping)).status_code == 202
+            assert await anext(lines) == ""
+            assert await anext(lines) == "event: message"
+            assert await anext(lines) == 'data: {"jsonrpc":"2.0","id":0,"result":{}}'
             taken = await http.post(base + endpoint_url, json=INITIALIZE)
             assert taken.status_code == 202
             assert await anext(lines) == ""

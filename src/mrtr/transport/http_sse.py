@@ -13,8 +13,9 @@ body size). Rules:
    caller's POST finds it as unknown as any other id.
 3. `POST <sse_path>?session_id=<id>` carries one JSON-RPC message: without `session_id` 400,
    with an unknown one 404, with JSON that is not a JSON-RPC message 400 (-32700/-32600);
-   otherwise 202 Accepted, and the message is served as on stdio (`ServerConnection`, so an
-   `initialize` opens the legacy session): responses, notifications and the server's own
+   otherwise 202 Accepted, and the message is served as on stdio (`ServerConnection`, with
+   the stream's legacy session: before `initialize` only `ping` is served, as the legacy
+   lifecycle says): responses, notifications and the server's own
    requests (elicitation, sampling, roots) go out on the stream as `message` events, and the
    client's answers to those come back by POST.
 4. Bounds: `max_streams` open at once (503 with `Retry-After` past it) and
@@ -180,12 +181,9 @@ class SSESessions:
         session_id = secrets.token_urlsafe(16)
         stream = _Stream(send, principal)
 
-        def new_session(channel: Callable[[dict[str, Any]], Awaitable[None]]) -> LegacySession:
-            session = LegacySession(channel, session_id)
-            session.principal = principal
-            return session
-
-        connection = ServerConnection(self.server, stream.message, scope, new_session)
+        session = LegacySession(stream.message, session_id)
+        session.principal = principal
+        connection = ServerConnection(self.server, stream.message, scope, session)
         stream.connection = connection
         self._streams[session_id] = stream
         self._empty.clear()
