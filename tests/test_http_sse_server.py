@@ -253,3 +253,24 @@ async def test_a_post_past_the_body_limit_or_of_another_type_is_refused() -> Non
             assert (await http.post(base + endpoint_url, json=INITIALIZE)).status_code == 202
             assert app.inflight_body_bytes == 0
         app.close()
+
+
+async def test_streams_past_max_sse_streams_get_503_and_none_is_closed() -> None:
+    app = StreamableHTTPApp(build_server(), max_sse_streams=1)
+    async with serve(app) as base, httpx.AsyncClient(timeout=GUARD) as http:
+        async with http.stream("GET", base + "/sse") as stream:
+            lines = stream.aiter_lines()
+            assert await anext(lines) == "event: endpoint"
+            endpoint_url = (await anext(lines)).removeprefix("data: ")
+            busy = await http.get(base + "/sse")
+            assert busy.status_code == 503
+            assert busy.headers["retry-after"] == "5"
+            assert busy.json()["error"]["data"]["bound"] == "total"
+            # The open stream's session still works.
+            assert (await http.post(base + endpoint_url, json=INITIALIZE)).status_code == 202
+            assert await anext(lines) == ""
+            assert await anext(lines) == "event: message"
+        await wait_for_no_stream(app)
+        async with http.stream("GET", base + "/sse") as again:
+            assert again.status_code == 200
+        app.close()
