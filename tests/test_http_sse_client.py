@@ -120,4 +120,50 @@ async def test_a_url_ending_in_sse_that_serves_no_stream_says_what_to_give_inste
     async with serve(app) as base, Client.http(base + "/sse") as client:
         with pytest.raises(McpError) as failed:
             await asyncio.wait_for(client.list_tools(), GUARD)
-        assert "serves no event stream" in failed.value.message
+        assert "serves no HTTP+SSE event stream" in failed.value.message
+
+
+async def test_a_session_whose_stream_the_server_ended_is_opened_again(
+    ours: tuple[str, StreamableHTTPApp],
+) -> None:
+    base, app = ours
+    assert app.sse is not None
+    async with Client.http(base + "/old", elicitation_handler=on_elicit) as client:
+        assert text(await asyncio.wait_for(client.call_tool("add", {"a": 1, "b": 2}), GUARD)) == "3"
+        app.sse.close()  # the server ends the stream, and the session with it
+        await asyncio.wait_for(app.sse.wait_empty(), GUARD)
+        # The next call finds the session gone (404, or the stream seen closed): nothing
+        # was run, so the client opens a new session and sends it there.
+        result = await asyncio.wait_for(client.call_tool("greet", {}), GUARD)
+        assert text(result) == "hello Ada (accept)"
+        assert len(app.sse) == 1
+
+
+async def stream_without_endpoint(scope: Any, receive: Any, send: Any) -> None:
+    """A server that refuses every POST (400) and whose GET opens an event stream that is not
+    an HTTP+SSE one: its first event is a message, not `endpoint`."""
+    if scope["type"] != "http":
+        return
+    if scope["method"] == "POST":
+        body = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Bad Request"}}'
+        await send(
+            {"type": "http.response.start", "status": 400,
+             "headers": [(b"content-type", b"application/json")]}
+        )  # fmt: skip
+        await send({"type": "http.response.body", "body": body})
+        return
+    await send(
+        {"type": "http.response.start", "status": 200,
+         "headers": [(b"content-type", b"text/event-stream")]}
+    )  # fmt: skip
+    note = b'data: {"jsonrpc":"2.0","method":"notifications/message","params":{}}\n\n'
+    await send({"type": "http.response.body", "body": note, "more_body": True})
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def test_an_event_stream_without_an_endpoint_event_is_no_http_sse_server() -> None:
+    async with serve(stream_without_endpoint) as base, Client.http(base + "/mcp") as client:
+        with pytest.raises(McpError) as failed:
+            await asyncio.wait_for(client.list_tools(), GUARD)
+        assert "Bad Request" in failed.value.message

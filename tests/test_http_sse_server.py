@@ -123,6 +123,12 @@ async def test_a_foreign_origin_is_refused_on_the_stream_and_on_posts(
             assert endpoint_url.startswith("/sse?session_id=")
             refused = await http.post(base + endpoint_url, json=INITIALIZE, headers=evil)
             assert refused.status_code == 403
+            # Before initialize a legacy session serves ping alone.
+            ping = {"jsonrpc": "2.0", "id": 0, "method": "ping"}
+            assert (await http.post(base + endpoint_url, json=ping)).status_code == 202
+            assert await anext(lines) == ""
+            assert await anext(lines) == "event: message"
+            assert await anext(lines) == 'data: {"jsonrpc":"2.0","id":0,"result":{}}'
             taken = await http.post(base + endpoint_url, json=INITIALIZE)
             assert taken.status_code == 202
             assert await anext(lines) == ""
@@ -211,4 +217,60 @@ async def test_a_protected_server_asks_a_token_on_the_stream_and_on_posts() -> N
             taken = await http.post(base + endpoint_url, json=INITIALIZE, headers=good)
             assert taken.status_code == 202
         await wait_for_no_stream(app)
+        app.close()
+
+
+async def test_closing_the_app_ends_open_streams_and_their_sessions(
+    endpoint: tuple[str, StreamableHTTPApp],
+) -> None:
+    base, app = endpoint
+    async with httpx.AsyncClient(timeout=GUARD) as http:
+        async with http.stream("GET", base + "/sse") as stream:
+            lines = stream.aiter_lines()
+            assert await anext(lines) == "event: endpoint"
+            endpoint_url = (await anext(lines)).removeprefix("data: ")
+            app.close()  # what a shutdown does first
+            rest = [line async for line in lines]
+            assert all(not line or line.startswith(":") for line in rest)
+        await wait_for_no_stream(app)
+        gone = await http.post(base + endpoint_url, json=INITIALIZE)
+        assert gone.status_code == 404
+
+
+async def test_a_post_past_the_body_limit_or_of_another_type_is_refused() -> None:
+    app = StreamableHTTPApp(build_server(), max_body_size=1024, max_inflight_body_bytes=4096)
+    async with serve(app) as base, httpx.AsyncClient(timeout=GUARD) as http:
+        async with http.stream("GET", base + "/sse") as stream:
+            lines = stream.aiter_lines()
+            assert await anext(lines) == "event: endpoint"
+            endpoint_url = (await anext(lines)).removeprefix("data: ")
+            large = await http.post(base + endpoint_url, content=b" " * 2048, headers=JSON)
+            assert large.status_code == 413
+            plain = await http.post(
+                base + endpoint_url, content=b"{}", headers={"content-type": "text/plain"}
+            )
+            assert plain.status_code == 415
+            assert (await http.post(base + endpoint_url, json=INITIALIZE)).status_code == 202
+            assert app.inflight_body_bytes == 0
+        app.close()
+
+
+async def test_streams_past_max_sse_streams_get_503_and_none_is_closed() -> None:
+    app = StreamableHTTPApp(build_server(), max_sse_streams=1)
+    async with serve(app) as base, httpx.AsyncClient(timeout=GUARD) as http:
+        async with http.stream("GET", base + "/sse") as stream:
+            lines = stream.aiter_lines()
+            assert await anext(lines) == "event: endpoint"
+            endpoint_url = (await anext(lines)).removeprefix("data: ")
+            busy = await http.get(base + "/sse")
+            assert busy.status_code == 503
+            assert busy.headers["retry-after"] == "5"
+            assert busy.json()["error"]["data"]["bound"] == "total"
+            # The open stream's session still works.
+            assert (await http.post(base + endpoint_url, json=INITIALIZE)).status_code == 202
+            assert await anext(lines) == ""
+            assert await anext(lines) == "event: message"
+        await wait_for_no_stream(app)
+        async with http.stream("GET", base + "/sse") as again:
+            assert again.status_code == 200
         app.close()

@@ -31,8 +31,6 @@ logger = logging.getLogger("mrtr.server")
 
 #: Writes one outgoing message (a response or a notification) to the stream.
 Send = Callable[[dict[str, Any]], Awaitable[None]]
-#: Makes the connection's legacy session, given its channel to the client.
-SessionFactory = Callable[[Send], LegacySession]
 
 
 class ServerConnection:
@@ -43,17 +41,17 @@ class ServerConnection:
         server: Server,
         send: Send,
         transport_info: Any = None,
-        new_session: SessionFactory = LegacySession,
+        session: LegacySession | None = None,
     ) -> None:
-        """`new_session` makes the session the first `initialize` opens (a transport that
-        names its sessions itself, or binds them to a caller, passes its own)."""
+        """`session`: the legacy session of a transport that opens one up front (HTTP+SSE,
+        whose stream is the session, named and bound to its caller before `initialize`);
+        otherwise the first `initialize` opens one."""
         self.server = server
-        self._new_session = new_session
         self._send = send
         self._transport_info = transport_info
         self._tasks: dict[jsonrpc.RequestId, asyncio.Task[None]] = {}
         #: The legacy session, from the first `initialize` on (None: no client asked for one).
-        self.session: LegacySession | None = None
+        self.session: LegacySession | None = session
         self._attached = False
 
     async def feed_bytes(self, data: bytes | str) -> None:
@@ -84,7 +82,7 @@ class ServerConnection:
                 return
             session = self.session
             if session is None and message["method"] == "initialize" and self.server.serves_legacy:
-                session = self.session = self._new_session(self._send)
+                session = self.session = LegacySession(self._send)
             task = start_task(self._run(message, session))
             if not task.done():  # done already: answered in its first step
                 self._tasks[request_id] = task

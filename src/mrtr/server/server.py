@@ -1120,7 +1120,8 @@ class Server:
     # --- serving -----------------------------------------------------------------------------
 
     def asgi_app(self, **kwargs: Any) -> Any:
-        """A plain ASGI app serving this server over Streamable HTTP at `/mcp`."""
+        """A plain ASGI app serving this server over Streamable HTTP at `/mcp` (and the
+        HTTP+SSE transport of 2024-11-05 at `/sse`; `sse_path=None` turns it off)."""
         from ..transport.http_server import StreamableHTTPApp
 
         return StreamableHTTPApp(self, **kwargs)

@@ -338,8 +338,9 @@ class HTTPTransport:
             if required:
                 raise McpError(
                     HTTP_ERROR,
-                    f"initialize: {self.url} ends in /sse but serves no event stream to GET; "
-                    "give the server's Streamable HTTP URL (often /mcp) instead",
+                    f"initialize: {self.url} ends in /sse but serves no HTTP+SSE event stream "
+                    "(GET brought no endpoint event); give the server's Streamable HTTP URL "
+                    "(often /mcp) instead",
                 )
             return None
         if not self.old_transport:

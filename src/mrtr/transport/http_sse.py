@@ -13,8 +13,9 @@ body size). Rules:
    caller's POST finds it as unknown as any other id.
 3. `POST <sse_path>?session_id=<id>` carries one JSON-RPC message: without `session_id` 400,
    with an unknown one 404, with JSON that is not a JSON-RPC message 400 (-32700/-32600);
-   otherwise 202 Accepted, and the message is served as on stdio (`ServerConnection`, so an
-   `initialize` opens the legacy session): responses, notifications and the server's own
+   otherwise 202 Accepted, and the message is served as on stdio (`ServerConnection`, with
+   the stream's legacy session: before `initialize` only `ping` is served, as the legacy
+   lifecycle says): responses, notifications and the server's own
    requests (elicitation, sampling, roots) go out on the stream as `message` events, and the
    client's answers to those come back by POST.
 4. Bounds: `max_streams` open at once (503 with `Retry-After` past it) and
@@ -65,14 +66,13 @@ _MAX_ID_LENGTH = 256
 class _Stream:
     """One open SSE stream and the session it carries."""
 
-    __slots__ = ("_lock", "_open", "_send", "connection", "ended", "holder", "principal")
+    __slots__ = ("_lock", "_open", "_send", "connection", "ended", "principal")
 
-    def __init__(self, send: Send, principal: str | None, who: str) -> None:
+    def __init__(self, send: Send, principal: str | None) -> None:
         self._send = send
         self._lock = asyncio.Lock()
         self._open = True
         self.principal = principal
-        self.holder = who
         #: Set when the server ends the stream (shutdown).
         self.ended = asyncio.Event()
         self.connection: ServerConnection | None = None
@@ -179,14 +179,11 @@ class SSESessions:
             await send_json(send, 429, orjson.dumps(jsonrpc.error_response(None, error)))
             return
         session_id = secrets.token_urlsafe(16)
-        stream = _Stream(send, principal, who)
+        stream = _Stream(send, principal)
 
-        def new_session(channel: Callable[[dict[str, Any]], Awaitable[None]]) -> LegacySession:
-            session = LegacySession(channel, session_id)
-            session.principal = principal
-            return session
-
-        connection = ServerConnection(self.server, stream.message, scope, new_session)
+        session = LegacySession(stream.message, session_id)
+        session.principal = principal
+        connection = ServerConnection(self.server, stream.message, scope, session)
         stream.connection = connection
         self._streams[session_id] = stream
         self._empty.clear()
@@ -210,16 +207,19 @@ class SSESessions:
         finally:
             disconnected.cancel()
             ended.cancel()
+            # Unknown to POSTs from here on; then its requests end, then the stream.
             del self._streams[session_id]
-            if not self._streams:
-                self._empty.set()
             left = self._held[who] - 1
             if left:
                 self._held[who] = left
             else:
                 del self._held[who]
-            await asyncio.shield(connection.aclose())
-            await asyncio.shield(stream.close())
+            try:
+                await asyncio.shield(connection.aclose())
+                await asyncio.shield(stream.close())
+            finally:
+                if not self._streams:
+                    self._empty.set()
 
     # --- messages (rules 2, 3) ------------------------------------------------------------
 

@@ -6,9 +6,11 @@ backwards-compatibility procedure: a 400, 404 or 405 in answer to the `initializ
 once for a URL whose path ends in `/sse`. Rules:
 
 1. `open` GETs the URL (`Accept: text/event-stream`) and waits, within the transport's timeout,
-   for the `endpoint` event. Its data, resolved against the URL, is where every message is
-   POSTed; it must be on the URL's origin (scheme, host and port), or the session is refused.
-   A response that is not an event stream means no HTTP+SSE server there: `open` returns None.
+   for its first event, which must be `endpoint`. Its data, resolved against the URL, is where
+   every message is POSTed; it must be on the URL's origin (scheme, host and port), or the
+   session is refused. A response that is not an event stream, or whose first event is not
+   `endpoint` (within `_ENDPOINT_WAIT` seconds), means no HTTP+SSE server there: `open`
+   returns None.
 2. Requests and notifications are POSTed (a 2xx says they were taken); responses arrive on the
    stream, matched by id. A POST refused with a JSON-RPC error in its body is that answer.
 3. The server's requests on the stream go to the client's request handler, each in a task of
@@ -51,6 +53,8 @@ logger = logging.getLogger("mrtr.http")
 
 _SSE = "text/event-stream"
 _MAX_SERVER_REQUESTS = 64  # server requests answered at once; more are answered -32603
+#: Seconds the first event of the stream may take (an HTTP+SSE server sends it at once).
+_ENDPOINT_WAIT = 10.0
 #: The statuses of an `initialize` POST that send the client looking for an HTTP+SSE server.
 OLD_TRANSPORT_STATUSES = frozenset({400, 404, 405})
 
@@ -97,8 +101,8 @@ class SSEClientSession:
         on_notification: NotificationHandler | None,
         on_request: RequestHandler | None,
     ) -> SSEClientSession | None:
-        """Open the stream and wait for its `endpoint` event (rule 1); None when `url` serves
-        no event stream. Raises `McpError` when it does but names no usable endpoint."""
+        """Open the stream and wait for its `endpoint` event (rule 1); None when `url` is no
+        HTTP+SSE endpoint. Raises `McpError` when it names an endpoint on another origin."""
         self = cls(http, url, headers, timeout, on_notification, on_request)
         get_headers = CIMultiDict(headers)
         get_headers.pop("Content-Type", None)
@@ -117,35 +121,35 @@ class SSEClientSession:
         self._response = response
         decoder = SSEDecoder(max_message_size)
         leftover: list[SSEEvent] = []
+        # The first event says it all: an HTTP+SSE server sends `endpoint` at once, while a
+        # Streamable HTTP server's GET stream (which a stateless one may open) sends no such
+        # event, perhaps nothing for a long time: it is not waited on past `_ENDPOINT_WAIT`.
+        wait = min(timeout, _ENDPOINT_WAIT) if timeout > 0 else _ENDPOINT_WAIT
+        first: SSEEvent | None = None
         try:
-            async with asyncio.timeout(timeout if timeout > 0 else None):
-                while self.endpoint is None:
+            async with asyncio.timeout(wait):
+                while first is None:
                     chunk = await response.content.readany()
                     if not chunk:
                         break
                     events = decoder.feed(chunk)
-                    for index, event in enumerate(events):
-                        if event.event == "endpoint":
-                            self.endpoint = self._endpoint(event.data)
-                            leftover = events[index + 1 :]
-                            break
+                    if events:
+                        first, leftover = events[0], events[1:]
         except TimeoutError:
+            pass
+        except (aiohttp.ClientError, SSEError) as exc:
             response.close()
-            raise McpError(
-                HTTP_ERROR,
-                f"the SSE stream at {url} sent no endpoint event within {timeout:g} s; it is "
-                "not an MCP HTTP+SSE server",
-            ) from None
-        except (aiohttp.ClientError, SSEError, McpError):
+            raise McpError(CONNECTION_CLOSED, f"the SSE stream at {url} broke: {exc}") from None
+        if first is None or first.event != "endpoint":
+            response.close()
+            logger.info("GET %s: an event stream, but no endpoint event first: no HTTP+SSE "
+                        "server", url)  # fmt: skip
+            return None
+        try:
+            self.endpoint = self._endpoint(first.data)
+        except McpError:
             response.close()
             raise
-        if self.endpoint is None:
-            response.close()
-            raise McpError(
-                HTTP_ERROR,
-                f"the SSE stream at {url} ended before its endpoint event; it is not an MCP "
-                "HTTP+SSE server",
-            )
         logger.info("HTTP+SSE session at %s: messages go to %s", url, self.endpoint.path)
         self._reader = asyncio.create_task(self._read(response, decoder, leftover))
         return self
