@@ -9,6 +9,12 @@ client is the connection's own writer): every later message goes with it, the cl
 responses to the server's requests reach `session.deliver`, and once `initialize` succeeded
 the session is attached to the server (list changes, resource updates) until the connection
 closes. Until then no session exists, so a modern client sees only modern errors.
+
+With `max_in_flight`, the reader of the stream (stdio) awaits `room()` before reading each
+message: it waits while that many requests are in flight, so a client that writes without
+reading is held to that many (its input waits in the pipe, not in the server). A request in
+flight waiting for the client's answer (a legacy live question) needs input read to end, so
+while one does, `room()` does not wait, and a request past the bound is refused instead.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..protocol import jsonrpc
 from ..protocol.errors import McpError
 from ..stepping import start_task
+from .budgets import refusal
 from .session import LegacySession
 
 if TYPE_CHECKING:
@@ -36,14 +43,49 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 class ServerConnection:
     """Feeds incoming messages to a `Server` and writes what it answers."""
 
-    def __init__(self, server: Server, send: Send, transport_info: Any = None) -> None:
+    def __init__(
+        self,
+        server: Server,
+        send: Send,
+        transport_info: Any = None,
+        *,
+        max_in_flight: int | None = None,
+    ) -> None:
         self.server = server
-        self._send = send
+        self._writer = send
         self._transport_info = transport_info
         self._tasks: dict[jsonrpc.RequestId, asyncio.Task[None]] = {}
+        #: The bound on requests in flight (None: none; see the module docstring).
+        self.max_in_flight = max_in_flight
+        self._roomy = asyncio.Event()
+        self._roomy.set()
         #: The legacy session, from the first `initialize` on (None: no client asked for one).
         self.session: LegacySession | None = None
         self._attached = False
+
+    @property
+    def in_flight(self) -> int:
+        """Requests started and not yet answered."""
+        return len(self._tasks)
+
+    async def room(self) -> None:
+        """Wait until another message may be read (see the module docstring)."""
+        limit = self.max_in_flight
+        while limit is not None and len(self._tasks) >= limit and not self._owed():
+            self._roomy.clear()
+            await self._roomy.wait()
+
+    def _owed(self) -> bool:
+        """Whether a request in flight waits for an answer only the client's input brings."""
+        return self.session is not None and self.session.awaiting_client
+
+    def _wake(self) -> None:
+        self._roomy.set()
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        await self._writer(message)
+        if "method" in message and "id" in message:
+            self._wake()  # a request to the client: its answer is in the input, read on
 
     async def feed_bytes(self, data: bytes | str) -> None:
         """Handle one raw JSON-RPC message (a line of stdio, say)."""
@@ -71,6 +113,18 @@ class ServerConnection:
                     )
                 )
                 return
+            limit = self.max_in_flight
+            if limit is not None and len(self._tasks) >= limit:
+                # Read past the bound only because the client is owed an answer (`room`).
+                error = refusal(
+                    "requests in flight on this connection",
+                    limit,
+                    "principal",
+                    "answer the server's pending requests and wait for responses before "
+                    "sending more",
+                )
+                await self._send(jsonrpc.error_response(request_id, error))
+                return
             session = self.session
             if session is None and message["method"] == "initialize" and self.server.serves_legacy:
                 session = self.session = LegacySession(self._send)
@@ -92,6 +146,7 @@ class ServerConnection:
         # cancelled before its first step (whose `_run` never ran) is still here.
         if self._tasks.get(request_id) is task:
             del self._tasks[request_id]
+            self._wake()
 
     def _cancel(self, params: dict[str, Any]) -> None:
         request_id = params.get("requestId")
@@ -114,6 +169,7 @@ class ServerConnection:
             # loop turn later, when `_forget` runs): a client that reuses the id of an
             # answered request is not told it is in use.
             self._tasks.pop(message["id"], None)
+            self._wake()
         if session is not None and not self._attached and session.negotiated:
             self._attached = True
             self.server.attach_session(session)
@@ -132,3 +188,4 @@ class ServerConnection:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        self._wake()

@@ -40,7 +40,8 @@ async def serve_stdio(
     everything written is flushed, and the function returns. A line that is not JSON gets
     a -32700 error; a line longer than the reader's limit (`max_message_size` for the default
     stdin; a `StreamReader` passed in keeps its own `limit`) gets a -32600 error naming the
-    limit; serving continues either way. Logs go to stderr only.
+    limit; serving continues either way. At `ServerOptions.budgets.connection_requests`
+    requests in flight, input is not read until one ends. Logs go to stderr only.
 
     The server's lifespan runs while serving: it starts before the first line is read (a
     failure is a `LifespanError` and nothing is served) and is run out at end-of-file, or when
@@ -67,7 +68,12 @@ class _Session:
         self._writer = writer
         self._limit = limit
         self._broken = False
-        self._connection = ServerConnection(server, self.send, "stdio")
+        self._connection = ServerConnection(
+            server,
+            self.send,
+            "stdio",
+            max_in_flight=server.options.budgets.connection_requests,
+        )
 
     async def send(self, message: dict[str, Any]) -> None:
         """Write one message as one line. Each write is a whole line and writes are never
@@ -95,6 +101,8 @@ class _Session:
         connection = self._connection
         try:
             while not self._broken:
+                # Backpressure: at the bound on requests in flight, input waits in the pipe.
+                await connection.room()
                 try:
                     line = await reader.readuntil(b"\n")
                 except asyncio.IncompleteReadError as eof:
