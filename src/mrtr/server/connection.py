@@ -175,6 +175,28 @@ class ServerConnection:
             self.server.attach_session(session)
         await self._send(response)
 
+    async def finish(self, grace: float) -> None:
+        """End the connection at end of input: requests in flight get up to `grace` seconds to
+        end and be answered; then those still running are cancelled (see `aclose`).
+
+        A request waiting for the client's answer fails at once: no answer can come now."""
+        if self.session is not None:
+            self.session.close()
+        try:
+            if grace > 0 and self._tasks:
+                logger.debug("end of input: %d requests in flight", len(self._tasks))
+                async with asyncio.timeout(grace):
+                    while self._tasks:
+                        await asyncio.wait(list(self._tasks.values()))
+        except TimeoutError:
+            logger.warning(
+                "end of input: %d requests still running after %g s are cancelled",
+                len(self._tasks),
+                grace,
+            )
+        finally:
+            await self.aclose()
+
     async def aclose(self) -> None:
         """Cancel every request still running and wait for them to end; end the session."""
         session = self.session
@@ -182,6 +204,7 @@ class ServerConnection:
             # First: a request waiting for the client's answer fails now instead of hanging.
             session.close()
             if self._attached:
+                self._attached = False
                 self.server.detach_session(session)
         tasks = list(self._tasks.values())
         for task in tasks:
