@@ -28,7 +28,7 @@ def call(request_id: int, name: str) -> bytes:
     return orjson.dumps(message) + b"\n"
 
 
-async def pipe_through_serve(data: bytes) -> tuple[int, list[dict[str, object]]]:
+async def pipe_through_serve(data: bytes, *flags: str) -> tuple[int, list[dict[str, object]]]:
     """`printf data | mrtr serve SERVER --transport stdio | cat`: exit code and answers."""
     env = {**os.environ, "MRTR_REQUEST_STATE_KEY": "eof-test-key-" + "k" * 32}
     process = await asyncio.create_subprocess_exec(
@@ -39,6 +39,7 @@ async def pipe_through_serve(data: bytes) -> tuple[int, list[dict[str, object]]]
         SERVER,
         "--transport",
         "stdio",
+        *flags,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -65,3 +66,34 @@ async def test_every_request_in_flight_at_end_of_input_is_answered() -> None:
     code, answers = await pipe_through_serve(data)
     assert code == 0
     assert sorted(a["id"] for a in answers) == list(range(20))  # type: ignore[type-var]
+
+
+async def test_eof_grace_0_cancels_requests_in_flight_at_once() -> None:
+    code, answers = await pipe_through_serve(call(1, "half_second"), "--eof-grace", "0")
+    assert code == 0
+    assert answers == []  # a cancelled request gets no answer
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (("--transport", "http", "--eof-grace", "1"), "applies to --transport stdio only"),
+        (("--eof-grace", "-1"), "give a number of seconds >= 0"),
+    ],
+)
+async def test_eof_grace_is_checked_on_the_command_line(flags: tuple[str, ...], said: str) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "mrtr",
+        "serve",
+        SERVER,
+        *flags,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(GUARD):
+        _, stderr = await process.communicate()
+    assert process.returncode == 2
+    assert said in stderr.decode()
