@@ -103,7 +103,8 @@ async def test_a_client_that_does_not_read_holds_the_server_to_the_bound() -> No
                 assert reply["result"]["content"][0]["text"] == "passed", reply
                 answered.add(reply["id"])
             await writer
-        assert answered == set(range(count)) and started == count
+        assert answered == set(range(count))
+        await until(lambda: started == count, "every start reported on stderr")
         process.stdin.write(call(count, "peak", {}))
         await process.stdin.drain()
         async with asyncio.timeout(GUARD):
