@@ -259,10 +259,10 @@ async def test_stray_print_goes_to_stderr_not_into_the_message_stream(spawn: Spa
     assert b"STRAY" in stderr
 
 
-async def test_stdin_eof_makes_the_server_exit_0_and_cancel_in_flight_requests(
+async def test_stdin_eof_makes_the_server_exit_0_and_cancel_requests_past_the_grace(
     spawn: Spawn, tmp_path: Path
 ) -> None:
-    raw_server = await spawn()
+    raw_server = await spawn("--eof-grace", "0.2")
     marker = tmp_path / "block.marker"
     request = raw_request(1, "tools/call", {"name": "block", "arguments": {"marker": str(marker)}})
     request = request.replace(b'"_meta":{', b'"_meta":{"progressToken":"p",', 1)

@@ -2,7 +2,8 @@
 
 It serves a slow and a fast tool, a tool that blocks until cancelled (and says so in a marker
 file), a tool that kills the process, and tools that write to stderr or print to stdout.
-`--max-message-size N` serves with that line limit instead of the default. (The full MRTR flow
+`--max-message-size N` serves with that line limit instead of the default; `--eof-grace S`
+gives requests in flight at end of input S seconds instead of the default. (The full MRTR flow
 over stdio is `flow_stdio_server.py`.)
 """
 
@@ -101,11 +102,15 @@ async def working_directory() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--max-message-size", type=int, default=None)
-    limit = parser.parse_args().max_message_size
-    if limit is None:
-        server.run("stdio")
+    parser.add_argument("--eof-grace", type=float, default=None)
+    args = parser.parse_args()
+    options: dict[str, float] = {}
+    if args.eof_grace is not None:
+        options["eof_grace"] = args.eof_grace
+    if args.max_message_size is None:
+        server.run("stdio", **options)
     else:
-        asyncio.run(serve_stdio(server, max_message_size=limit))
+        asyncio.run(serve_stdio(server, max_message_size=args.max_message_size, **options))
 
 
 if __name__ == "__main__":

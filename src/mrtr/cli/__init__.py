@@ -159,6 +159,13 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
         "HTTP, for older clients (default /sse; off with --workers above 1)",
     )
     sse.add_argument("--no-sse", action="store_true", help="with http, serve no HTTP+SSE transport")
+    serve.add_argument(
+        "--eof-grace",
+        type=float,
+        metavar="SECONDS",
+        help="with stdio, how long requests in flight at end of input get to finish and be "
+        "answered before they are cancelled (default 10; 0 cancels them at once)",
+    )
     limits = serve.add_argument_group("HTTP limits (with --transport http)")
     for flag, seconds, default, text in _HTTP_LIMITS:
         limits.add_argument(
@@ -349,6 +356,13 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error("--host and --port apply to --transport http only")
     if args.transport == "stdio" and args.workers is not None and args.workers > 1:
         parser.error("--workers applies to --transport http only")
+    stdio_options: dict[str, float] = {}
+    if args.eof_grace is not None:
+        if args.transport != "stdio":
+            parser.error("--eof-grace applies to --transport stdio only")
+        if not 0 <= args.eof_grace < math.inf:
+            parser.error(f"--eof-grace {args.eof_grace}: give a number of seconds >= 0")
+        stdio_options["eof_grace"] = args.eof_grace
     host = args.host if args.host is not None else from_env.pop("host", None)
     port = args.port if args.port is not None else from_env.pop("port", None)
     from_env.pop("host", None)
@@ -387,7 +401,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         # MRTR_WORKERS is for HTTP: on stdio (an MCP host spawning the server) it is moot.
         count = (workers or 1) if args.transport == "http" else 1
-        serve(args.target, args.transport, host, port, level, count, **limits)
+        serve(args.target, args.transport, host, port, level, count, **limits, **stdio_options)
     except TargetError as exc:
         parser.error(str(exc))
     except WorkersError as exc:

@@ -203,8 +203,9 @@ def serve(
 
     Logs at `log_level` and above go to stderr (never stdout, which carries the protocol on
     stdio). `http_options` go to `serve_http` (its limits: `header_timeout=`,
-    `max_connections=`...). `workers` above 1 (HTTP only) runs that many uvicorn worker
-    processes; it raises `WorkersError` when the server has no configured key.
+    `max_connections=`...); with stdio, its one option `eof_grace=` goes to `serve_stdio`.
+    `workers` above 1 (HTTP only) runs that many uvicorn worker processes; it raises
+    `WorkersError` when the server has no configured key.
     """
     configure_logging(log_level)
     server = load_server(target)
@@ -232,7 +233,7 @@ def serve(
         else:
             server.run(transport="http", host=host, port=port, **http_options)
     else:
-        server.run(transport="stdio")
+        server.run(transport="stdio", **http_options)
 
 
 def _run_workers(

@@ -55,7 +55,11 @@ class Budgets:
     on one instance. `stream_messages` /
     `stream_bytes`: task log and progress notifications one `subscriptions/listen` stream
     queues for a reader that fell behind; past either the oldest are dropped, and the stream
-    says how many.
+    says how many. `connection_requests`: requests one stdio connection may have in flight;
+    at the bound the server stops reading that connection's input until one ends (so a client
+    writing faster than it reads holds the server to this many), except while a request in
+    flight waits for the client's own answer: then input is read on, and a request past the
+    bound is refused.
     """
 
     sessions_per_principal: int = 100
@@ -69,6 +73,7 @@ class Budgets:
     streams: int = 1000
     stream_messages: int = 1000
     stream_bytes: int = 1024 * 1024
+    connection_requests: int = 256
 
     def __post_init__(self) -> None:
         for name in (f.name for f in fields(self)):

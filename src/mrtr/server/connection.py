@@ -9,6 +9,12 @@ client is the connection's own writer): every later message goes with it, the cl
 responses to the server's requests reach `session.deliver`, and once `initialize` succeeded
 the session is attached to the server (list changes, resource updates) until the connection
 closes. Until then no session exists, so a modern client sees only modern errors.
+
+With `max_in_flight`, the reader of the stream (stdio) awaits `room()` before reading each
+message: it waits while that many requests are in flight, so a client that writes without
+reading is held to that many (its input waits in the pipe, not in the server). A request in
+flight waiting for the client's answer (a legacy live question) needs input read to end, so
+while one does, `room()` does not wait, and a request past the bound is refused instead.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..protocol import jsonrpc
 from ..protocol.errors import McpError
 from ..stepping import start_task
+from .budgets import refusal
 from .session import LegacySession
 
 if TYPE_CHECKING:
@@ -42,17 +49,47 @@ class ServerConnection:
         send: Send,
         transport_info: Any = None,
         session: LegacySession | None = None,
+        *,
+        max_in_flight: int | None = None,
     ) -> None:
         """`session`: the legacy session of a transport that opens one up front (HTTP+SSE,
         whose stream is the session, named and bound to its caller before `initialize`);
-        otherwise the first `initialize` opens one."""
+        otherwise the first `initialize` opens one. `max_in_flight`: see the module docstring."""
         self.server = server
-        self._send = send
+        self._writer = send
         self._transport_info = transport_info
         self._tasks: dict[jsonrpc.RequestId, asyncio.Task[None]] = {}
+        #: The bound on requests in flight (None: none; see the module docstring).
+        self.max_in_flight = max_in_flight
+        self._roomy = asyncio.Event()
+        self._roomy.set()
         #: The legacy session, from the first `initialize` on (None: no client asked for one).
         self.session: LegacySession | None = session
         self._attached = False
+
+    @property
+    def in_flight(self) -> int:
+        """Requests started and not yet answered."""
+        return len(self._tasks)
+
+    async def room(self) -> None:
+        """Wait until another message may be read (see the module docstring)."""
+        limit = self.max_in_flight
+        while limit is not None and len(self._tasks) >= limit and not self._owed():
+            self._roomy.clear()
+            await self._roomy.wait()
+
+    def _owed(self) -> bool:
+        """Whether a request in flight waits for an answer only the client's input brings."""
+        return self.session is not None and self.session.awaiting_client
+
+    def _wake(self) -> None:
+        self._roomy.set()
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        await self._writer(message)
+        if "method" in message and "id" in message:
+            self._wake()  # a request to the client: its answer is in the input, read on
 
     async def feed_bytes(self, data: bytes | str) -> None:
         """Handle one raw JSON-RPC message (a line of stdio, say)."""
@@ -80,6 +117,18 @@ class ServerConnection:
                     )
                 )
                 return
+            limit = self.max_in_flight
+            if limit is not None and len(self._tasks) >= limit:
+                # Read past the bound only because the client is owed an answer (`room`).
+                error = refusal(
+                    "requests in flight on this connection",
+                    limit,
+                    "principal",
+                    "answer the server's pending requests and wait for responses before "
+                    "sending more",
+                )
+                await self._send(jsonrpc.error_response(request_id, error))
+                return
             session = self.session
             if session is None and message["method"] == "initialize" and self.server.serves_legacy:
                 session = self.session = LegacySession(self._send)
@@ -101,6 +150,7 @@ class ServerConnection:
         # cancelled before its first step (whose `_run` never ran) is still here.
         if self._tasks.get(request_id) is task:
             del self._tasks[request_id]
+            self._wake()
 
     def _cancel(self, params: dict[str, Any]) -> None:
         request_id = params.get("requestId")
@@ -123,10 +173,33 @@ class ServerConnection:
             # loop turn later, when `_forget` runs): a client that reuses the id of an
             # answered request is not told it is in use.
             self._tasks.pop(message["id"], None)
+            self._wake()
         if session is not None and not self._attached and session.negotiated:
             self._attached = True
             self.server.attach_session(session)
         await self._send(response)
+
+    async def finish(self, grace: float) -> None:
+        """End the connection at end of input: requests in flight get up to `grace` seconds to
+        end and be answered; then those still running are cancelled (see `aclose`).
+
+        A request waiting for the client's answer fails at once: no answer can come now."""
+        if self.session is not None:
+            self.session.close()
+        try:
+            if grace > 0 and self._tasks:
+                logger.debug("end of input: %d requests in flight", len(self._tasks))
+                async with asyncio.timeout(grace):
+                    while self._tasks:
+                        await asyncio.wait(list(self._tasks.values()))
+        except TimeoutError:
+            logger.warning(
+                "end of input: %d requests still running after %g s are cancelled",
+                len(self._tasks),
+                grace,
+            )
+        finally:
+            await self.aclose()
 
     async def aclose(self) -> None:
         """Cancel every request still running and wait for them to end; end the session."""
@@ -135,9 +208,11 @@ class ServerConnection:
             # First: a request waiting for the client's answer fails now instead of hanging.
             session.close()
             if self._attached:
+                self._attached = False
                 self.server.detach_session(session)
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        self._wake()

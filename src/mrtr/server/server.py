@@ -1131,7 +1131,8 @@ class Server:
 
         Over HTTP the keyword arguments go to `serve_http`: `host=`, `port=`, and the limits
         that bound every connection (`header_timeout=`, `body_timeout=`, `keep_alive=`,
-        `max_connections=`, `max_body_size=`, `max_inflight_body_bytes=`...).
+        `max_connections=`, `max_body_size=`, `max_inflight_body_bytes=`...). Over stdio they go
+        to `serve_stdio` (`max_message_size=`, `eof_grace=`).
 
         Runs on uvloop when it is installed (a default dependency on CPython): it halves per-message
         latency.
@@ -1139,7 +1140,7 @@ class Server:
         if transport == "stdio":
             from ..transport.stdio_server import serve_stdio
 
-            _run_loop(_until_terminated(serve_stdio(self)))
+            _run_loop(_until_terminated(serve_stdio(self, **kwargs)))
         elif transport == "http":
             from ..transport.http_server import serve_http
 

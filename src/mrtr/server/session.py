@@ -93,6 +93,11 @@ class LegacySession:
         """Whether `initialize` was answered (the session has a protocol version)."""
         return self.protocol_version is not None
 
+    @property
+    def awaiting_client(self) -> bool:
+        """Whether a request the server sent the client still waits for its answer."""
+        return bool(self._pending)
+
     def touch(self) -> None:
         """Note a use of the session (for idle expiry)."""
         self.last_used = time.monotonic()

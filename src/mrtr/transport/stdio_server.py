@@ -23,6 +23,9 @@ from .stdio_framing import NEWLINE, describe_size, leading_id, logger
 if TYPE_CHECKING:
     from ..server.server import Server
 
+#: Seconds requests in flight at end of input get to end and be answered.
+EOF_GRACE = 10.0
+
 
 async def serve_stdio(
     server: Server,
@@ -30,17 +33,21 @@ async def serve_stdio(
     stdout: LineWriter | None = None,
     *,
     max_message_size: int = MAX_MESSAGE_SIZE,
+    eof_grace: float = EOF_GRACE,
 ) -> None:
     """Serve `server` on stdin/stdout until stdin reaches end-of-file, then return.
 
     `stdin`/`stdout` default to the process's own. While serving, file descriptors 0 and 1 are
     pointed at the null device and at stderr, so a stray `print()`, `input()` or child process
     cannot corrupt the message stream; they are restored on return. End-of-file is the
-    client's signal to shut down: requests still running are cancelled (their client has gone),
-    everything written is flushed, and the function returns. A line that is not JSON gets
+    client's signal to shut down: requests in flight get `eof_grace` seconds to end and be
+    answered (so `printf '<request>\\n' | mrtr serve app.py:server | cat` prints the answer),
+    those still running then are cancelled, everything written is flushed, and the function
+    returns. A line that is not JSON gets
     a -32700 error; a line longer than the reader's limit (`max_message_size` for the default
     stdin; a `StreamReader` passed in keeps its own `limit`) gets a -32600 error naming the
-    limit; serving continues either way. Logs go to stderr only.
+    limit; serving continues either way. At `ServerOptions.budgets.connection_requests`
+    requests in flight, input is not read until one ends. Logs go to stderr only.
 
     The server's lifespan runs while serving: it starts before the first line is read (a
     failure is a `LifespanError` and nothing is served) and is run out at end-of-file, or when
@@ -54,7 +61,7 @@ async def serve_stdio(
         # Entered once the streams are redirected, so that a stray print() of the lifespan
         # cannot corrupt the message stream; run out before they are restored.
         await stack.enter_async_context(server.running())
-        await _Session(server, stdin, stdout, max_message_size).run()
+        await _Session(server, stdin, stdout, max_message_size).run(eof_grace)
 
 
 class _Session:
@@ -67,7 +74,12 @@ class _Session:
         self._writer = writer
         self._limit = limit
         self._broken = False
-        self._connection = ServerConnection(server, self.send, "stdio")
+        self._connection = ServerConnection(
+            server,
+            self.send,
+            "stdio",
+            max_in_flight=server.options.budgets.connection_requests,
+        )
 
     async def send(self, message: dict[str, Any]) -> None:
         """Write one message as one line. Each write is a whole line and writes are never
@@ -90,11 +102,13 @@ class _Session:
             self._broken = True
             logger.warning("stdout is closed (%s); no further messages will be sent", exc)
 
-    async def run(self) -> None:
+    async def run(self, eof_grace: float) -> None:
         reader = self._reader
         connection = self._connection
         try:
             while not self._broken:
+                # Backpressure: at the bound on requests in flight, input waits in the pipe.
+                await connection.room()
                 try:
                     line = await reader.readuntil(b"\n")
                 except asyncio.IncompleteReadError as eof:
@@ -108,8 +122,9 @@ class _Session:
                     continue
                 if not line.isspace():
                     await connection.feed_bytes(line)
+            await connection.finish(0 if self._broken else eof_grace)
         finally:
-            await connection.aclose()
+            await connection.aclose()  # cancelled (SIGTERM) or failed: no grace
 
     async def _refuse_oversized(self, consumed: int) -> bool:
         """Skip a line longer than the reader's limit and answer it; False at end-of-file."""
