@@ -1,10 +1,13 @@
 """The client at its edges, against real servers on loopback: an error that talks about a
 session is the tool's answer (never an era verdict that sends the call again);
-`request_timeout` bounds each round of a call; a redirect is never followed."""
+`request_timeout` bounds each round of a call; a redirect is never followed; a legacy stdio
+server is probed once per command, not on every connection."""
 
 from __future__ import annotations
 
 import importlib.util
+import logging
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +20,7 @@ from mrtr import Client, ClientOptions
 from mrtr.client import era as eras
 from mrtr.client.options import Protocol
 from mrtr.protocol.errors import HTTP_ERROR, INVALID_PARAMS, REQUEST_TIMEOUT, McpError
+from mrtr.transport.stdio_client import StdioTransport
 from transport_flow import serve
 
 SCRIPT = Path(__file__).resolve().parent / "servers" / "edge_server.py"
@@ -146,3 +150,27 @@ async def test_a_legacy_session_follows_no_redirect_on_post_get_or_delete() -> N
     assert other.hits == []
     assert {method for method, _ in moved.hits} == {"POST", "GET", "DELETE"}
     assert raised.value.code == HTTP_ERROR and "redirects to" in raised.value.message
+
+
+# --- the era, cached per stdio command ----------------------------------------------------------
+
+LOGGED = Path(__file__).resolve().parent / "servers" / "official_legacy_logged.py"
+
+
+async def test_a_legacy_stdio_server_is_probed_once_per_command(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="mrtr.stdio.server")
+    eras.forget(eras.endpoint_key(StdioTransport(sys.executable, [str(LOGGED)])))
+    options = ClientOptions(probe_timeout=30.0)  # a slow start under load is no silence
+    for _ in range(2):
+        async with Client.stdio(sys.executable, [str(LOGGED)], options=options) as client:
+            result = await client.call_tool("add", {"a": 1, "b": 2})
+            assert client.era == "legacy"
+        assert result.content[0].text == "3"  # type: ignore[union-attr]
+    told = [r.getMessage() for r in caplog.records if r.name == "mrtr.stdio.server"]
+    received = [line.removeprefix("received: ") for line in told if line.startswith("received")]
+    # The first connection probes; the second starts with initialize, as the first ended.
+    session = ["initialize", "notifications/initialized", "tools/call"]
+    assert received == ["server/discover", *session, *session]
+    assert not any("validation error" in line.lower() for line in told)

@@ -632,7 +632,7 @@ class Client:
                 logger.info("%s: the server speaks an initialize-based revision; opening a "
                             "legacy session", method)  # fmt: skip
                 try:
-                    await self._open_legacy()
+                    await self._open_legacy(verdict=True)
                 except McpError as error:
                     if not self._adopt_modern(error) and original is not None:
                         raise original from error
@@ -671,7 +671,7 @@ class Client:
                 return
             if eras.cached(self._era_key) == LEGACY:
                 try:
-                    await self._open_legacy()
+                    await self._open_legacy(verdict=True)
                     return
                 except McpError as error:
                     eras.forget(self._era_key)  # the cached verdict proved wrong: look again
@@ -712,11 +712,11 @@ class Client:
                 if not self._adopt_modern(refusal):
                     raise refusal
                 return
-            await self._open_legacy()
+            await self._open_legacy(verdict=True)
             return
         result = response.get("result")
         if not _lists_modern_version(result):
-            await self._open_legacy()
+            await self._open_legacy(verdict=True)
             return
         supported = result.get("supportedVersions", []) if isinstance(result, dict) else []
         for version in SUPPORTED_PROTOCOL_VERSIONS:
@@ -769,8 +769,13 @@ class Client:
             if not self._adopt_modern(error):
                 raise
 
-    async def _open_legacy(self) -> None:
-        """`initialize`, `notifications/initialized`, and the session set up around them."""
+    async def _open_legacy(self, verdict: bool = False) -> None:
+        """`initialize`, `notifications/initialized`, and the session set up around them.
+
+        `verdict`: the server's answer so far showed a legacy server unambiguously, so the era
+        is cached for its endpoint (or stdio command) once `initialize` confirms it. Not after
+        a silent probe (a slow server), a crash, or `protocol="legacy"` (the caller's choice).
+        """
         capabilities = {**self._extra_capabilities, **self._inputs.capabilities(legacy=True)}
         params = initialize_params(self.client_info, capabilities)
         message = jsonrpc.request(next(self._ids), "initialize", params)
@@ -785,7 +790,8 @@ class Client:
         self._legacy = session
         self._legacy_generation += 1
         self._era = LEGACY
-        eras.remember(self._era_key, LEGACY)
+        if verdict:
+            eras.remember(self._era_key, LEGACY)
         logger.info("legacy session open (protocol version %s)", session.protocol_version)
         if self._log_level is not None:
             await self._set_legacy_level(self._log_level)
