@@ -1,7 +1,8 @@
 """The client at its edges, against real servers on loopback: an error that talks about a
 session is the tool's answer (never an era verdict that sends the call again);
 `request_timeout` bounds each round of a call; a redirect is never followed; a legacy stdio
-server is probed once per command, not on every connection."""
+server is probed once per command, not on every connection; `protocol="modern"` against a
+legacy-only server says so, naming its revisions."""
 
 from __future__ import annotations
 
@@ -19,7 +20,13 @@ import pytest
 from mrtr import Client, ClientOptions
 from mrtr.client import era as eras
 from mrtr.client.options import Protocol
-from mrtr.protocol.errors import HTTP_ERROR, INVALID_PARAMS, REQUEST_TIMEOUT, McpError
+from mrtr.protocol.errors import (
+    HTTP_ERROR,
+    INVALID_PARAMS,
+    LEGACY_ONLY_SERVER,
+    REQUEST_TIMEOUT,
+    McpError,
+)
 from mrtr.transport.stdio_client import StdioTransport
 from transport_flow import serve
 
@@ -174,3 +181,24 @@ async def test_a_legacy_stdio_server_is_probed_once_per_command(
     session = ["initialize", "notifications/initialized", "tools/call"]
     assert received == ["server/discover", *session, *session]
     assert not any("validation error" in line.lower() for line in told)
+
+
+# --- protocol="modern" against a legacy-only server ---------------------------------------------
+
+OFFICIAL = Path(__file__).resolve().parent / "servers" / "official_shop.py"
+
+
+async def test_insisting_on_modern_with_a_legacy_only_server_says_which_revisions() -> None:
+    options = ClientOptions(protocol="modern", probe_timeout=30.0)  # generous: a slow start
+    async with Client.stdio(sys.executable, [str(OFFICIAL), "legacy"], options=options) as client:
+        with pytest.raises(McpError) as raised:
+            await client.call_tool("add", {"a": 1, "b": 2})
+        assert client.era is None  # not "modern"
+        with pytest.raises(McpError) as again:
+            await client.list_tools()
+    error = raised.value
+    assert error.code == LEGACY_ONLY_SERVER
+    assert "speaks only initialize-based (legacy) protocol revisions (2025-11-25)" in error.message
+    assert "protocol='auto'" in error.message
+    assert error.data == {"supported": ["2025-11-25"], "requested": "2026-07-28", "era": "legacy"}
+    assert again.value.message == error.message
