@@ -75,6 +75,24 @@ async def test_request_timeout_bounds_each_round_of_call_tool(protocol: Protocol
     assert edges.runs["dawdle"] == 1
 
 
+@pytest.mark.parametrize("status", [503, 413])
+async def test_an_http_refusal_in_json_rpc_dress_is_no_era_verdict(status: int) -> None:
+    error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": "busy"}}
+    busy = Recorder(
+        lambda method, body: (status, [(b"content-type", b"application/json")], orjson.dumps(error))
+    )
+    async with serve(busy) as base:
+        url = f"{base}/mcp"
+        async with Client.http(url) as client:
+            with pytest.raises(McpError) as raised:
+                await client.call_tool("pay", {"amount": 5})
+            assert client.era is None
+    assert [method for method, _ in busy.hits] == ["POST"]  # no initialize, nothing re-sent
+    assert raised.value.code == HTTP_ERROR and raised.value.data["status"] == status
+    assert "busy" in raised.value.message
+    assert eras.cached(url) is None
+
+
 # --- redirects --------------------------------------------------------------------------------
 
 
