@@ -1,10 +1,14 @@
 """The client at its edges, against real servers on loopback: an error that talks about a
 session is the tool's answer (never an era verdict that sends the call again);
-`request_timeout` bounds each round of a call; a redirect is never followed."""
+`request_timeout` bounds each round of a call; a redirect is never followed; a legacy stdio
+server is probed once per command, not on every connection; `protocol="modern"` against a
+legacy-only server says so, naming its revisions."""
 
 from __future__ import annotations
 
 import importlib.util
+import logging
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +20,14 @@ import pytest
 from mrtr import Client, ClientOptions
 from mrtr.client import era as eras
 from mrtr.client.options import Protocol
-from mrtr.protocol.errors import HTTP_ERROR, INVALID_PARAMS, REQUEST_TIMEOUT, McpError
+from mrtr.protocol.errors import (
+    HTTP_ERROR,
+    INVALID_PARAMS,
+    LEGACY_ONLY_SERVER,
+    REQUEST_TIMEOUT,
+    McpError,
+)
+from mrtr.transport.stdio_client import StdioTransport
 from transport_flow import serve
 
 SCRIPT = Path(__file__).resolve().parent / "servers" / "edge_server.py"
@@ -62,6 +73,24 @@ async def test_request_timeout_bounds_each_round_of_call_tool(protocol: Protocol
     assert "ClientOptions.request_timeout" in raised.value.message
     assert elapsed < sleep / 2  # bounded by the option, not by the tool
     assert edges.runs["dawdle"] == 1
+
+
+@pytest.mark.parametrize("status", [503, 413])
+async def test_an_http_refusal_in_json_rpc_dress_is_no_era_verdict(status: int) -> None:
+    error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": "busy"}}
+    busy = Recorder(
+        lambda method, body: (status, [(b"content-type", b"application/json")], orjson.dumps(error))
+    )
+    async with serve(busy) as base:
+        url = f"{base}/mcp"
+        async with Client.http(url) as client:
+            with pytest.raises(McpError) as raised:
+                await client.call_tool("pay", {"amount": 5})
+            assert client.era is None
+    assert [method for method, _ in busy.hits] == ["POST"]  # no initialize, nothing re-sent
+    assert raised.value.code == HTTP_ERROR and raised.value.data["status"] == status
+    assert "busy" in raised.value.message
+    assert eras.cached(url) is None
 
 
 # --- redirects --------------------------------------------------------------------------------
@@ -146,3 +175,48 @@ async def test_a_legacy_session_follows_no_redirect_on_post_get_or_delete() -> N
     assert other.hits == []
     assert {method for method, _ in moved.hits} == {"POST", "GET", "DELETE"}
     assert raised.value.code == HTTP_ERROR and "redirects to" in raised.value.message
+
+
+# --- the era, cached per stdio command ----------------------------------------------------------
+
+LOGGED = Path(__file__).resolve().parent / "servers" / "official_legacy_logged.py"
+
+
+async def test_a_legacy_stdio_server_is_probed_once_per_command(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="mrtr.stdio.server")
+    eras.forget(eras.endpoint_key(StdioTransport(sys.executable, [str(LOGGED)])))
+    options = ClientOptions(probe_timeout=30.0)  # a slow start under load is no silence
+    for _ in range(2):
+        async with Client.stdio(sys.executable, [str(LOGGED)], options=options) as client:
+            result = await client.call_tool("add", {"a": 1, "b": 2})
+            assert client.era == "legacy"
+        assert result.content[0].text == "3"  # type: ignore[union-attr]
+    told = [r.getMessage() for r in caplog.records if r.name == "mrtr.stdio.server"]
+    received = [line.removeprefix("received: ") for line in told if line.startswith("received")]
+    # The first connection probes; the second starts with initialize, as the first ended.
+    session = ["initialize", "notifications/initialized", "tools/call"]
+    assert received == ["server/discover", *session, *session]
+    assert not any("validation error" in line.lower() for line in told)
+
+
+# --- protocol="modern" against a legacy-only server ---------------------------------------------
+
+OFFICIAL = Path(__file__).resolve().parent / "servers" / "official_shop.py"
+
+
+async def test_insisting_on_modern_with_a_legacy_only_server_says_which_revisions() -> None:
+    options = ClientOptions(protocol="modern", probe_timeout=30.0)  # generous: a slow start
+    async with Client.stdio(sys.executable, [str(OFFICIAL), "legacy"], options=options) as client:
+        with pytest.raises(McpError) as raised:
+            await client.call_tool("add", {"a": 1, "b": 2})
+        assert client.era is None  # not "modern"
+        with pytest.raises(McpError) as again:
+            await client.list_tools()
+    error = raised.value
+    assert error.code == LEGACY_ONLY_SERVER
+    assert "speaks only initialize-based (legacy) protocol revisions (2025-11-25)" in error.message
+    assert "protocol='auto'" in error.message
+    assert error.data == {"supported": ["2025-11-25"], "requested": "2026-07-28", "era": "legacy"}
+    assert again.value.message == error.message

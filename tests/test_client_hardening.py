@@ -489,7 +489,7 @@ async def test_only_reads_are_reissued_after_a_broken_stream(
 
 
 def test_local_codes_are_outside_the_jsonrpc_range_and_distinct() -> None:
-    assert len(LOCAL_CODES) == 13
+    assert len(LOCAL_CODES) == 14
     assert not any(code in JSONRPC_RESERVED for code in LOCAL_CODES)
     assert -32768 in JSONRPC_RESERVED and -32000 in JSONRPC_RESERVED
 

@@ -26,6 +26,7 @@ from mrtr.protocol.errors import (
     HTTP_ERROR,
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    LEGACY_ONLY_SERVER,
     METHOD_NOT_FOUND,
     PROTOCOL_VIOLATION,
     SESSION_EXPIRED,
@@ -377,11 +378,48 @@ async def test_a_discover_listing_only_legacy_versions_is_a_legacy_server() -> N
     assert info.meta == {meta_keys.SERVER_INFO: {"name": "legacy-fake", "version": "1.0"}}
 
 
-async def test_explicit_modern_never_probes_nor_initializes() -> None:
-    fake = SessionFakeServer([Error(-32000, "Server not initialized")], era_probe="discover")
+async def test_explicit_modern_names_the_legacy_versions_of_a_legacy_only_server() -> None:
+    refused = Error(-32000, "Server not initialized")
+    fake = SessionFakeServer(
+        [refused, Error(-32601, "Method not found"), initialize_result()], era_probe="discover"
+    )
     async with Client(fake, options=ClientOptions(protocol="modern")) as client:
-        with pytest.raises(McpError):
+        with pytest.raises(McpError) as raised:
             await client.list_tools()
+        assert client.era is None  # never claimed "modern"
+        with pytest.raises(McpError) as again:
+            await client.call_tool("t")  # refused at once, unsent
+    assert methods(fake) == ["tools/list", "server/discover", "initialize"]
+    assert "_meta" in fake.requests[0].params  # the request itself went in the modern shape
+    assert raised.value.code == LEGACY_ONLY_SERVER and again.value is raised.value
+    assert "speaks only initialize-based (legacy) protocol revisions (2025-11-25)" in (
+        raised.value.message
+    )
+    assert raised.value.data == {
+        "supported": ["2025-11-25"],
+        "requested": "2026-07-28",
+        "era": "legacy",
+    }
+
+
+async def test_explicit_modern_keeps_a_modern_servers_plain_error() -> None:
+    discover = {"supportedVersions": ["2026-07-28"], "capabilities": {}}
+    fake = SessionFakeServer(
+        [Error(-32602, "Unknown tool: nope"), discover, {"tools": []}], era_probe="discover"
+    )
+    async with Client(fake, options=ClientOptions(protocol="modern")) as client:
+        with pytest.raises(McpError) as raised:
+            await client.call_tool("nope")
+        assert client.era == "modern"
+        await client.list_tools()
+    assert raised.value.message == "Unknown tool: nope"
+    assert methods(fake) == ["tools/call", "server/discover", "tools/list"]
+
+
+async def test_explicit_modern_sends_no_probe_to_a_server_that_answers() -> None:
+    fake = SessionFakeServer([{"tools": []}], era_probe="discover")
+    async with Client(fake, options=ClientOptions(protocol="modern")) as client:
+        await client.list_tools()
         assert client.era == "modern"
     assert methods(fake) == ["tools/list"]
 

@@ -34,6 +34,7 @@ from mrtr.protocol.errors import (
     CONNECTION_CLOSED,
     HTTP_ERROR,
     INTERNAL_ERROR,
+    LEGACY_ONLY_SERVER,
     METHOD_NOT_FOUND,
     PROTOCOL_VIOLATION,
     REQUEST_TIMEOUT,
@@ -503,6 +504,23 @@ async def test_auto_mode_one_client_script_passes_on_official_http_servers_of_bo
         assert retry["params"]["inputResponses"]["region"]["content"] == {"region": "eu"}
         assert not recorder.of("GET") and not recorder.of("DELETE")
         assert not any("mcp-session-id" in h.headers for h in recorder.hits)
+
+
+async def test_insisting_on_modern_with_the_official_legacy_http_server_names_its_revision() -> (
+    None
+):
+    async with serve_recorded(official_shop_app("legacy")) as (url, recorder):
+        options = ClientOptions(protocol="modern")
+        async with Client.http(url, options=options) as client:
+            with pytest.raises(McpError) as raised:
+                await client.call_tool("add", {"a": 1, "b": 2})
+            assert client.era is None
+        calls = [m for m, _, _ in posted(recorder)]
+        deletes = recorder.of("DELETE")
+    assert raised.value.code == LEGACY_ONLY_SERVER
+    assert raised.value.data == {"supported": [VERSION], "requested": "2026-07-28", "era": "legacy"}
+    assert calls == ["tools/call", "server/discover", "initialize"]  # the call ran nowhere
+    assert len(deletes) == 1  # the session initialize opened to learn the revision is ended
 
 
 # --- a scripted legacy server -----------------------------------------------------------------

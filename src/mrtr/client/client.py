@@ -39,6 +39,7 @@ from ..protocol.errors import (
     CONNECTION_CLOSED,
     HTTP_ERROR,
     INTERNAL_ERROR,
+    LEGACY_ONLY_SERVER,
     MAX_INPUT_REQUESTS_EXCEEDED,
     MAX_ROUNDS_EXCEEDED,
     PROTOCOL_VIOLATION,
@@ -201,6 +202,9 @@ class Client:
         self._era: Era | None = None
         self._era_key = eras.endpoint_key(transport)
         self._era_lock = asyncio.Lock()
+        # `protocol="modern"` against a server found to speak only legacy revisions: the
+        # error every request raises from then on, unsent.
+        self._legacy_only: McpError | None = None
         self._legacy: ServerHandshake | None = None
         self._legacy_generation = 0  # bumped by each initialize, so one expiry re-opens once
         self._legacy_listeners: list[LegacyListener] = []
@@ -561,8 +565,8 @@ class Client:
         """Send the client's first request, settling the era on the way (see `era.py`)."""
         mode = self.options.protocol
         if mode == "modern":
-            self._era = MODERN
-        elif (
+            return await self._send_insisting(method, body, meta, limit, request_id, version)
+        if (
             mode == "legacy"
             or getattr(self.transport, "era_probe", "inline") in ("discover", "legacy")
             or eras.cached(self._era_key) == LEGACY
@@ -571,6 +575,118 @@ class Client:
         else:
             return await self._send_inline(method, body, meta, limit, request_id, version)
         return await self._send(method, body, meta, limit, request_id, version)
+
+    async def _send_insisting(
+        self,
+        method: str,
+        body: dict[str, Any],
+        meta: Mapping[str, Any] | None,
+        limit: float,
+        request_id: jsonrpc.RequestId | None,
+        version: str | None,
+    ) -> dict[str, Any]:
+        """Send a request in the modern shape with `protocol="modern"` while the era is
+        unknown: an answer settles it, but a refusal that a legacy server could have sent is
+        checked with `server/discover` before the client calls the server modern."""
+        if self._legacy_only is not None:
+            raise self._legacy_only
+        try:
+            response = await self._send_modern(method, body, meta, limit, request_id, version)
+        except McpError as error:
+            if eras.inline_verdict(error, answered_id=True) == LEGACY:
+                await self._insist_modern()  # raises when the server speaks legacy only
+            raise
+        error_member = response.get("error")
+        if error_member is None:
+            if method == _DISCOVER and not _lists_modern_version(response.get("result")):
+                raise await self._refuse_legacy_only(response.get("result"), None)
+            self._settled_modern()
+        elif eras.is_recognised_modern_error(McpError.from_error(error_member)):
+            self._settled_modern()
+        elif method != _DISCOVER:
+            await self._insist_modern()
+        else:
+            raise await self._refuse_legacy_only(None, McpError.from_error(error_member))
+        return response
+
+    async def _insist_modern(self) -> None:
+        """With `protocol="modern"`, after a refusal that may be a legacy server's: ask
+        `server/discover`, and settle the era modern, or raise saying the server speaks only
+        legacy revisions (and which)."""
+        async with self._era_lock:
+            if self._era is not None:
+                return
+            if self._legacy_only is not None:
+                raise self._legacy_only
+            message = jsonrpc.request(next(self._ids), _DISCOVER, {"_meta": self._meta})
+            try:
+                response = await self._await_probe(message)
+            except _ProbeTimeout:
+                raise await self._refuse_legacy_only(None, None) from None
+            except McpError as error:
+                if eras.probe_verdict(error) != LEGACY:
+                    raise
+                raise await self._refuse_legacy_only(None, error) from None
+            error_member = response.get("error")
+            if error_member is not None:
+                refusal = McpError.from_error(error_member)
+                if eras.probe_verdict(refusal) != LEGACY:
+                    if not self._adopt_modern(refusal):
+                        self._settled_modern()
+                    return
+                raise await self._refuse_legacy_only(None, refusal)
+            result = response.get("result")
+            if not _lists_modern_version(result):
+                raise await self._refuse_legacy_only(result, None)
+            self._settled_modern()
+
+    async def _refuse_legacy_only(self, discovered: Any, refusal: McpError | None) -> McpError:
+        """The error a `protocol="modern"` client raises, now and on every later request, for
+        a server that speaks only legacy revisions. The versions are those its discover result
+        listed, else those its answer named, else the one it chooses in answer to
+        `initialize` (asked only to say so: the session is ended at once, unused)."""
+        versions: list[str] = []
+        if isinstance(discovered, dict) and isinstance(discovered.get("supportedVersions"), list):
+            versions = [str(v) for v in discovered["supportedVersions"]][:10]
+        elif refusal is not None:
+            versions = (eras.supported_versions(refusal) or [])[:10]
+        if not versions:
+            chosen = await self._legacy_version()
+            versions = [chosen] if chosen is not None else []
+        if discovered is not None:
+            told = "its server/discover result lists no 2026-07-28 version"
+        elif refusal is not None:
+            told = f"it answered server/discover with {refusal.code} {refusal.message[:120]!r}"
+        else:
+            told = "it did not answer server/discover"
+        named = ", ".join(versions) if versions else "it named none"
+        self._legacy_only = McpError(
+            LEGACY_ONLY_SERVER,
+            f"the server speaks only initialize-based (legacy) protocol revisions ({named}), not "
+            f"{self._protocol_version}: {told}. The client insists on the modern revision "
+            "(protocol='modern'), so it will not speak to it in a legacy session; use "
+            "protocol='auto' or 'legacy' to talk to this server",
+            {"supported": versions, "requested": self._protocol_version, "era": LEGACY},
+        )
+        return self._legacy_only
+
+    async def _legacy_version(self) -> str | None:
+        """The revision a legacy server chooses in answer to `initialize`; None when it
+        answers none. An HTTP session it opens is ended (DELETE) straight away."""
+        params = initialize_params(self.client_info, {})
+        message = jsonrpc.request(next(self._ids), "initialize", params)
+        try:
+            response = await self._exchange(message, "initialize", self.options.request_timeout)
+        except McpError as error:
+            logger.info("initialize, asked for the server's version, failed: %s", error)
+            return None
+        finally:
+            end = getattr(self.transport, "end_legacy_session", None)
+            if end is not None:
+                await end()
+        result = response.get("result")
+        version = result.get("protocolVersion") if isinstance(result, dict) else None
+        return version[:40] if isinstance(version, str) else None
 
     async def _send_inline(
         self,
@@ -633,7 +749,7 @@ class Client:
                 logger.info("%s: the server speaks an initialize-based revision; opening a "
                             "legacy session", method)  # fmt: skip
                 try:
-                    await self._open_legacy()
+                    await self._open_legacy(verdict=True)
                 except McpError as error:
                     if not self._adopt_modern(error) and original is not None:
                         raise original from error
@@ -660,7 +776,11 @@ class Client:
 
     async def _settle(self) -> None:
         """Settle the era before sending anything else: a legacy session when asked for (or
-        cached), else the `server/discover` probe."""
+        cached), else the `server/discover` probe (which `protocol="modern"` insists on)."""
+        if self.options.protocol == "modern":
+            if self._era is None:
+                await self._insist_modern()
+            return
         async with self._era_lock:
             if self._era is not None:
                 return
@@ -671,12 +791,9 @@ class Client:
                 # A transport that carries legacy sessions only (HTTP+SSE): nothing to probe.
                 await self._open_legacy()
                 return
-            if self.options.protocol == "modern":
-                self._era = MODERN
-                return
             if eras.cached(self._era_key) == LEGACY:
                 try:
-                    await self._open_legacy()
+                    await self._open_legacy(verdict=True)
                     return
                 except McpError as error:
                     eras.forget(self._era_key)  # the cached verdict proved wrong: look again
@@ -717,11 +834,11 @@ class Client:
                 if not self._adopt_modern(refusal):
                     raise refusal
                 return
-            await self._open_legacy()
+            await self._open_legacy(verdict=True)
             return
         result = response.get("result")
         if not _lists_modern_version(result):
-            await self._open_legacy()
+            await self._open_legacy(verdict=True)
             return
         supported = result.get("supportedVersions", []) if isinstance(result, dict) else []
         for version in SUPPORTED_PROTOCOL_VERSIONS:
@@ -774,8 +891,13 @@ class Client:
             if not self._adopt_modern(error):
                 raise
 
-    async def _open_legacy(self) -> None:
-        """`initialize`, `notifications/initialized`, and the session set up around them."""
+    async def _open_legacy(self, verdict: bool = False) -> None:
+        """`initialize`, `notifications/initialized`, and the session set up around them.
+
+        `verdict`: the server's answer so far showed a legacy server unambiguously, so the era
+        is cached for its endpoint (or stdio command) once `initialize` confirms it. Not after
+        a silent probe (a slow server), a crash, or `protocol="legacy"` (the caller's choice).
+        """
         capabilities = {**self._extra_capabilities, **self._inputs.capabilities(legacy=True)}
         params = initialize_params(self.client_info, capabilities)
         message = jsonrpc.request(next(self._ids), "initialize", params)
@@ -790,7 +912,8 @@ class Client:
         self._legacy = session
         self._legacy_generation += 1
         self._era = LEGACY
-        eras.remember(self._era_key, LEGACY)
+        if verdict:
+            eras.remember(self._era_key, LEGACY)
         logger.info("legacy session open (protocol version %s)", session.protocol_version)
         if self._log_level is not None:
             await self._set_legacy_level(self._log_level)

@@ -19,8 +19,13 @@ server's answer to it, whatever its message says ("session expired" may be the a
 own): it goes to the caller as it is, the request is never sent again, and no verdict is drawn
 from it.
 
-The verdict belongs to the server: it is cached per origin and path for HTTP (this process's
-lifetime), and re-examined when it later proves wrong.
+The verdict belongs to the server: it is cached per origin and path for HTTP, and per command
+(with its arguments, directory and environment) for stdio, for this process's lifetime, so a
+legacy server is probed once, not on every connection (an mcp 1.x server logs a long
+validation error for each `server/discover` it is sent). Only an unambiguous answer is cached:
+a legacy verdict once `initialize` has confirmed what an error or a discover result showed,
+never a silent probe (a slow server), a crash, or one error that answered the request itself.
+A cached verdict is re-examined when it later proves wrong.
 """
 
 from __future__ import annotations
@@ -114,8 +119,12 @@ _MAX_ENDPOINTS = 1024
 
 
 def endpoint_key(transport: object) -> str | None:
-    """What the verdict for `transport`'s server is cached under (its URL without query or
-    fragment), or None for a transport without a URL (one process, one client)."""
+    """What the verdict for `transport`'s server is cached under: its `era_key` when it has
+    one (stdio: the command and its configuration), else its URL without query or fragment;
+    None for a transport with neither (in memory: one server object, one client)."""
+    key = getattr(transport, "era_key", None)
+    if isinstance(key, str):
+        return key
     url = getattr(transport, "url", None)
     if url is None:
         return None

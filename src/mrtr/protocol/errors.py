@@ -27,6 +27,7 @@ NO_INPUT_HANDLER = -1008  # the server asked for input the client has no handler
 RESPONSE_TOO_LARGE = -1009  # the peer's message is larger than the client accepts
 SESSION_EXPIRED = -1010  # the server no longer knows the legacy session (HTTP 404 with its id)
 AUTHORIZATION_FAILED = -1011  # the client could not obtain (or refused to use) an access token
+LEGACY_ONLY_SERVER = -1012  # protocol="modern" insisted on, and the server speaks only legacy
 TASK_CANCELLED = -1021  # a task the client waited on reached `cancelled`
 TASK_EXPIRED = -1022  # a task outlived its ttlMs without ending (the client stopped waiting)
 
@@ -44,6 +45,7 @@ LOCAL_CODES = frozenset(
         RESPONSE_TOO_LARGE,
         SESSION_EXPIRED,
         AUTHORIZATION_FAILED,
+        LEGACY_ONLY_SERVER,
         TASK_CANCELLED,
         TASK_EXPIRED,
     }

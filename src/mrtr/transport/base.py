@@ -30,6 +30,8 @@ Optional hooks, looked up with `getattr` (a transport, or a test double, may lac
   decides. `"legacy"` (HTTP+SSE, 2024-11-05): the transport carries `initialize`-based
   sessions only, so the client opens one without probing.
 * `url`: where the server is (HTTP); the era verdict is cached per origin and path.
+* `era_key: str`: what the era verdict is cached under instead of `url` (stdio: the command
+  and its configuration), so a server is probed once per process, not on every connection.
 * `async request_within(message, limit: float) -> dict`: `request`, bounded as a whole by
   `limit` seconds (0: no bound), raising `TimeoutError` past it. The client sends every
   request this way when the transport has it, so that a transport with timeouts of its own

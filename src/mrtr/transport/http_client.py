@@ -121,6 +121,8 @@ class _NotConnected(Exception):
     """The connection could not be opened: nothing was sent."""
 
 
+#: HTTP statuses with which a server refuses a request it never took up, whatever the era.
+_NOT_TAKEN_UP = frozenset({408, 413, 429})
 _HEADER_CACHE_SIZE = 1024  # distinct (method, name, version) header blocks kept
 _SSE = "text/event-stream"
 _MAX_SERVER_REQUESTS = 64  # server requests of one session answered at once; more are dropped
@@ -515,8 +517,13 @@ class HTTPTransport:
                 raise _not_jsonrpc(response, body, method)
             return answer
         # An error status counts as the server's answer only with a JSON-RPC error in it
-        # (a 401's {"error": "invalid_token"}, say, is an HTTP error, not a JSON-RPC one).
+        # (a 401's {"error": "invalid_token"}, say, is an HTTP error, not a JSON-RPC one), and
+        # not when that error answers no request and the status says the request was never
+        # taken up (an overload, a timeout, a size limit): that is an HTTP error, so the status
+        # is what the caller (and the client's era detection) reads.
         if answer is None or "error" not in answer:
+            raise _http_error(response, body, method)
+        if answer.get("id") is None and (status >= 500 or status in _NOT_TAKEN_UP):
             raise _http_error(response, body, method)
         return answer
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import hashlib
 import inspect
 import logging
 import os
@@ -132,6 +133,16 @@ class StdioTransport:
 
     #: How a client finds out the server's era over stdio: the `server/discover` probe.
     era_probe = "discover"
+
+    @property
+    def era_key(self) -> str:
+        """What a client caches this server's era under: one server configuration (command,
+        arguments, directory, environment), digested so no value of `env` is kept in it."""
+        env = sorted(self.env.items()) if self.env is not None else None
+        cwd = str(self.cwd) if self.cwd is not None else None
+        config = [self.command, self.args, cwd, env, self.inherit_env]
+        digest = hashlib.sha256(orjson.dumps(config)).hexdigest()
+        return f"stdio:{digest}"
 
     def __init__(
         self,
