@@ -17,6 +17,7 @@ from mrtr import Client, ClientOptions, ElicitResult
 from mrtr.protocol.errors import METHOD_NOT_FOUND, McpError
 from mrtr.protocol.types import ElicitRequestParams
 
+ROOT = Path(__file__).resolve().parent.parent
 SERVERS = Path(__file__).parent / "servers"
 OFFICIAL = str(SERVERS / "official_shop.py")
 HOSTILE = str(SERVERS / "probe_hostile_server.py")
@@ -129,3 +130,16 @@ def test_mrtr_call_answers_a_legacy_servers_elicitation_at_the_terminal() -> Non
     assert done.stdout.splitlines()[0] == "Ordered book, shipping to asia"
     assert "asks:\n  Ship book to which region?" in done.stderr
     assert '(sending {"region": "asia"})' in done.stderr
+
+
+async def test_a_modern_server_slow_to_answer_the_probe_is_still_spoken_to_as_modern() -> None:
+    # No process starts within a millisecond: the probe goes unanswered past its timeout, as
+    # it does for any server starting on a loaded machine, and `initialize` follows it. The
+    # server answers both in order, so the late probe answer shows it modern.
+    shop = ROOT / "examples" / "shop.py"
+    options = ClientOptions(probe_timeout=0.001)
+    command = ["-m", "mrtr", "serve", f"{shop}:server"]
+    async with Client.stdio(sys.executable, command, options=options) as client:
+        result = await client.call_tool("price", {"item": "tea", "quantity": 2})
+        assert client.era == "modern" and client.protocol_version == "2026-07-28"
+    assert not result.is_error

@@ -155,7 +155,12 @@ def _mark(error: McpError, state: str | None, answers: dict[str, Any] | None) ->
 
 
 class _ProbeTimeout(Exception):
-    """The server did not answer the `server/discover` probe within `probe_timeout`."""
+    """The server did not answer the `server/discover` probe within `probe_timeout`; `probe`
+    is the probe's exchange, still waiting for a late answer."""
+
+    def __init__(self, probe: asyncio.Future[dict[str, Any]]) -> None:
+        super().__init__("no answer to server/discover")
+        self.probe = probe
 
 
 class InputRequiredError(Exception):
@@ -807,12 +812,19 @@ class Client:
         message = jsonrpc.request(next(self._ids), _DISCOVER, {"_meta": self._meta})
         try:
             response = await self._await_probe(message)
-        except _ProbeTimeout:
-            # A server silent on an unknown request is a legacy one. A slow modern server may
-            # have answered meanwhile; its -32022 to initialize then says so.
+        except _ProbeTimeout as silent:
+            # A server silent on an unknown request is a legacy one. A modern server that was
+            # only slow to start (a loaded machine) answers the probe before `initialize`, as it
+            # answers in order: `_open_legacy` then keeps to the modern era, and a modern-only
+            # server's -32022 to initialize says the same.
             logger.info("no answer to server/discover within %g s; trying initialize",
                         self.options.probe_timeout)  # fmt: skip
-            await self._open_legacy_or_modern()
+            try:
+                await self._open_legacy_or_modern(silent.probe)
+            finally:
+                if not silent.probe.done():
+                    silent.probe.cancel()
+                await asyncio.gather(silent.probe, return_exceptions=True)
             return
         except McpError as error:
             restart = getattr(self.transport, "restart", None)
@@ -867,6 +879,7 @@ class Client:
         # An authorization flow (which may wait for a person to sign in) runs inside the
         # probe's exchange on a protected server: its silence says nothing about the era.
         authorizing = getattr(self.transport, "auth", None) is not None
+        done: set[asyncio.Future[Any]] = set()
         try:
             done, _ = await asyncio.wait(
                 waiters,
@@ -874,34 +887,44 @@ class Client:
                 return_when=asyncio.FIRST_COMPLETED,
             )
         finally:
+            silent = not done
             for waiter in waiters:
-                if not waiter.done():
+                # A silent server's probe stays open: a late answer may still show a modern
+                # server that was slow to start (see `_probe`).
+                if not waiter.done() and not (silent and waiter is request):
                     waiter.cancel()
-            await asyncio.gather(*waiters, return_exceptions=True)
+            ended = [w for w in waiters if not (silent and w is request)]
+            await asyncio.gather(*ended, return_exceptions=True)
         if request in done and not request.cancelled():
             return request.result()
         if garbage is not None and garbage in done:
             raise McpError(PROTOCOL_VIOLATION, "the server wrote garbage in answer to the probe")
-        raise _ProbeTimeout
+        raise _ProbeTimeout(request)
 
-    async def _open_legacy_or_modern(self) -> None:
+    async def _open_legacy_or_modern(self, probe: asyncio.Future[dict[str, Any]]) -> None:
         try:
-            await self._open_legacy()
+            await self._open_legacy(late_probe=probe)
         except McpError as error:
             if not self._adopt_modern(error):
                 raise
 
-    async def _open_legacy(self, verdict: bool = False) -> None:
+    async def _open_legacy(
+        self, verdict: bool = False, late_probe: asyncio.Future[dict[str, Any]] | None = None
+    ) -> None:
         """`initialize`, `notifications/initialized`, and the session set up around them.
 
         `verdict`: the server's answer so far showed a legacy server unambiguously, so the era
         is cached for its endpoint (or stdio command) once `initialize` confirms it. Not after
         a silent probe (a slow server), a crash, or `protocol="legacy"` (the caller's choice).
+        `late_probe`: the `server/discover` probe the server was silent on; answered by the
+        time `initialize` is, with a modern version, it settles the modern era instead.
         """
         capabilities = {**self._extra_capabilities, **self._inputs.capabilities(legacy=True)}
         params = initialize_params(self.client_info, capabilities)
         message = jsonrpc.request(next(self._ids), "initialize", params)
         response = await self._exchange(message, "initialize", self.options.request_timeout)
+        if late_probe is not None and self._settled_by_late_probe(late_probe):
+            return  # the session `initialize` opened is left unused: nothing is sent on it
         if "error" in response:
             raise McpError.from_error(response["error"])
         session = accept_initialize(response.get("result"))
@@ -919,6 +942,23 @@ class Client:
             await self._set_legacy_level(self._log_level)
         for uri in self._legacy_uri_counts:  # a session opened again keeps its subscriptions
             await self._send_legacy("resources/subscribe", {"uri": uri}, None, 0)
+
+    def _settled_by_late_probe(self, probe: asyncio.Future[dict[str, Any]]) -> bool:
+        """Whether `probe`, answered late, names a modern version this client speaks: if so
+        the era is settled modern on it."""
+        if not probe.done() or probe.cancelled() or probe.exception() is not None:
+            return False
+        result = probe.result().get("result")
+        if not _lists_modern_version(result):
+            return False
+        supported = result.get("supportedVersions", []) if isinstance(result, dict) else []
+        for version in SUPPORTED_PROTOCOL_VERSIONS:
+            if version in supported:
+                self.protocol_version = version
+                self._settled_modern()
+                logger.info("the server answered server/discover late: it is modern, %s", version)
+                return True
+        return False
 
     async def _reopen_legacy(self, generation: int) -> None:
         """The server forgot the session: initialize again, once for all who noticed."""
