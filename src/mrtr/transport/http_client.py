@@ -17,8 +17,11 @@ connection that cannot be opened means nothing was sent, so any request is tried
 after the request went out is ambiguous (the server may have run it), so only a method that
 just reads (`_REISSUABLE`) is re-issued, as a new request with a new id (streams cannot be
 resumed), at most `max_reissues` times; anything else, a `tools/call` above all, fails with
-`McpError(CONNECTION_CLOSED)` saying that it may have run. Cancelling the task awaiting
-`request` closes the connection, which is how a request is cancelled on HTTP.
+`McpError(CONNECTION_CLOSED)` saying that it may have run. A 503 (`Retry-After`) is waited
+out where that is safe (`http_refusal.py`): a response or notification is sent again; a legacy
+request only when the server's error says it did not run; and an answer of the client's that
+cannot be delivered ends, at once, the call whose stream asked for it. Cancelling the task
+awaiting `request` closes the connection, which is how a request is cancelled on HTTP.
 
 An HTTP error whose body is a JSON-RPC error response is returned as that error; any other
 HTTP error raises `McpError(HTTP_ERROR)` naming the status and, for a 401 or 403, the
