@@ -33,7 +33,7 @@ from mrtr import (
     Server,
     ServerOptions,
 )
-from mrtr.protocol.errors import CONNECTION_CLOSED, INTERNAL_ERROR, McpError
+from mrtr.protocol.errors import CONNECTION_CLOSED, INTERNAL_ERROR, SESSION_EXPIRED, McpError
 from mrtr.server.redis_store import RedisBroker, RedisStore
 from redis_instance import RedisInstance, redis_instance
 from transport_flow import serve
@@ -71,8 +71,9 @@ def accept(params: ElicitRequestParams) -> ElicitResult:
 
 
 class Refusing:
-    """The app, except that POSTs `refuse(message)` picks (up to `limit` of them) get a 503
-    with `Retry-After: 0` and a JSON-RPC error whose data is `data`; counts what it refused."""
+    """The app, except that POSTs `refuse(message)` picks (up to `limit` of them) get `status`
+    (503 with `Retry-After: 0` by default) and a JSON-RPC error whose data is `data`; counts
+    what it refused."""
 
     def __init__(
         self,
@@ -80,8 +81,10 @@ class Refusing:
         refuse: Callable[[dict[str, Any]], bool],
         limit: int,
         data: dict[str, Any] | None = None,
+        status: int = 503,
     ) -> None:
         self.app = app
+        self.status = status
         self.refuse = refuse
         self.limit = limit
         self.data = data
@@ -109,7 +112,7 @@ class Refusing:
             await send(
                 {
                     "type": "http.response.start",
-                    "status": 503,
+                    "status": self.status,
                     "headers": [
                         (b"content-type", b"application/json"),
                         (b"content-length", b"%d" % len(answer)),
@@ -174,6 +177,23 @@ async def test_an_answer_refused_every_time_fails_the_call_at_once() -> None:
     assert error.data["mayHaveRun"] is True and error.data["undelivered"] == "elicitation/create"
     assert 2 <= len(app.refused) <= 5  # a few tries, bounded
     assert took < GUARD
+
+
+async def test_an_answer_to_a_forgotten_session_fails_the_call_at_once_not_resent() -> None:
+    server, _ = build_server()
+    app = Refusing(server.asgi_app(), is_answer, limit=1_000, status=404)
+    async with serve(app) as base:
+        client = Client.http(f"{base}/mcp", elicitation_handler=accept, options=LEGACY)
+        async with client:
+            with pytest.raises(McpError) as raised:
+                async with asyncio.timeout(GUARD):
+                    await client.call_tool("confirm", {"item": "lamp"})
+    # Not SESSION_EXPIRED, which would make the client send the call again: it ran already.
+    assert raised.value.code == CONNECTION_CLOSED, raised.value.message
+    assert raised.value.data["cause"]["code"] == SESSION_EXPIRED
+    assert raised.value.data["undelivered"] == "elicitation/create"
+    assert raised.value.data["mayHaveRun"] is True
+    assert len(app.refused) == 1  # neither the answer nor the call was sent again
 
 
 async def test_a_request_refused_before_it_ran_is_sent_again_under_its_id() -> None:

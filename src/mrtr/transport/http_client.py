@@ -949,6 +949,8 @@ class HTTPTransport:
         what = f"the answer to the server's {method}"
         error = await self._send_to_session(legacy, response, what)
         if error is not None and call is not None:
+            # Never SESSION_EXPIRED, even when that is the cause: the client re-sends a request
+            # refused with it, and this one ran (it asked the question).
             call.fail(
                 McpError(
                     CONNECTION_CLOSED,
@@ -983,7 +985,7 @@ class HTTPTransport:
             return None
         error = await self._deliver(message, legacy.headers, what, legacy)
         if error is not None:
-            logger.warning("could not send %s: %s", what, error.message)
+            logger.warning("not delivered: %s", error.message)  # it names `what` first
         return error
 
     # --- headers -----------------------------------------------------------------------------
