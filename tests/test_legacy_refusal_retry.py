@@ -196,6 +196,24 @@ async def test_an_answer_to_a_forgotten_session_fails_the_call_at_once_not_resen
     assert len(app.refused) == 1  # neither the answer nor the call was sent again
 
 
+async def test_a_notification_refused_with_503_is_sent_again_and_the_session_opens() -> None:
+    server, _ = build_server()
+
+    def is_initialized(message: dict[str, Any]) -> bool:
+        return message.get("method") == "notifications/initialized"
+
+    app = Refusing(server.asgi_app(), is_initialized, limit=2)
+    async with (
+        serve(app) as base,
+        Client.http(f"{base}/mcp", options=LEGACY) as client,
+        asyncio.timeout(GUARD),
+    ):
+        result = await client.call_tool("record", {"item": "z"})
+    assert result.content[0].text == "recorded z"  # type: ignore[union-attr]
+    assert len(app.refused) == 2
+    assert [m for m in app.passed if is_initialized(m)] == [app.refused[0]]
+
+
 async def test_a_request_refused_before_it_ran_is_sent_again_under_its_id() -> None:
     server, runs = build_server()
     app = Refusing(server.asgi_app(), is_call_of("record"), limit=2, data={"mayHaveRun": False})
