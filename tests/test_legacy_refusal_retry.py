@@ -33,7 +33,13 @@ from mrtr import (
     Server,
     ServerOptions,
 )
-from mrtr.protocol.errors import CONNECTION_CLOSED, INTERNAL_ERROR, SESSION_EXPIRED, McpError
+from mrtr.protocol.errors import (
+    CONNECTION_CLOSED,
+    HTTP_ERROR,
+    INTERNAL_ERROR,
+    SESSION_EXPIRED,
+    McpError,
+)
 from mrtr.server.redis_store import RedisBroker, RedisStore
 from redis_instance import RedisInstance, redis_instance
 from transport_flow import serve
@@ -238,6 +244,41 @@ async def test_a_503_that_does_not_say_not_run_fails_the_call_at_once_unsent_aga
                 await client.call_tool("record", {"item": "x"})
     assert raised.value.code == INTERNAL_ERROR and "store unavailable" in raised.value.message
     assert len(app.refused) == 1 and runs == []
+
+
+async def test_a_plain_503_fails_the_call_at_once_saying_it_is_retryable() -> None:
+    server, runs = build_server()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            body = b""
+            while True:
+                event = await receive()
+                body += event.get("body", b"")
+                if not event.get("more_body"):
+                    break
+            if is_call_of("record")(orjson.loads(body)):  # a proxy with no instance to use
+                page = b"<html>No server is available to handle this request.</html>"
+                headers = [(b"content-type", b"text/html"), (b"retry-after", b"2")]
+                await send({"type": "http.response.start", "status": 503, "headers": headers})
+                await send({"type": "http.response.body", "body": page})
+                return
+
+            async def replay() -> Any:
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            await inner(scope, replay, send)
+            return
+        await inner(scope, receive, send)
+
+    inner = server.asgi_app()
+    async with serve(app) as base, Client.http(f"{base}/mcp", options=LEGACY) as client:
+        with pytest.raises(McpError) as raised:
+            async with asyncio.timeout(GUARD):
+                await client.call_tool("record", {"item": "x"})
+    assert raised.value.code == HTTP_ERROR and "retryable" in raised.value.message
+    assert raised.value.data["status"] == 503 and raised.value.data["retryAfter"] == 2
+    assert runs == []
 
 
 def pause_for(redis: RedisInstance, seconds: float) -> None:

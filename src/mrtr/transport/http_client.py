@@ -1178,6 +1178,11 @@ def _http_error(response: aiohttp.ClientResponse, body: bytes, method: str) -> M
         + (f": {snippet}" if snippet else "")
     )
     data: dict[str, Any] = {"status": response.status, "body": _text(body)}
+    if response.status in (429, 503):
+        # Retryable by the caller; not re-sent here, as nothing says it did not run.
+        wait = refusal.retry_after(response.headers.get("Retry-After"))
+        message += f" (retryable: the server asks to wait {wait:g} s)"
+        data["retryAfter"] = wait
     challenge = response.headers.get("WWW-Authenticate")
     if challenge is not None:
         # What an authorization flow needs to go on (the scheme, realm, resource metadata).
