@@ -420,17 +420,20 @@ class HTTPTransport:
                         if status != 503:
                             return error
                         wait = refusal.retry_after(response.headers.get("Retry-After"))
-            except (aiohttp.ClientConnectionError, OSError) as exc:
-                error = McpError(
-                    CONNECTION_CLOSED, f"{what}: could not send it to {self.url}: {exc}"
-                )
-                wait = max(self.connect_backoff * 2 ** (attempt - 1), refusal.MIN_WAIT)
-            except TimeoutError:
+            except TimeoutError:  # the deadline (before OSError, which it is a kind of)
                 return McpError(
                     REQUEST_TIMEOUT,
                     f"{what}: not delivered to {self.url} within {budget:g} s "
                     f"({attempt} attempt{'s' if attempt > 1 else ''})",
                 )
+            except (aiohttp.ClientConnectorCertificateError, aiohttp.ClientSSLError) as exc:
+                # A TLS failure will not go away by trying again.
+                return McpError(CONNECTION_CLOSED, f"{what}: cannot connect to {self.url}: {exc}")
+            except (aiohttp.ClientConnectionError, OSError) as exc:
+                error = McpError(
+                    CONNECTION_CLOSED, f"{what}: could not send it to {self.url}: {exc}"
+                )
+                wait = max(self.connect_backoff * 2 ** (attempt - 1), refusal.MIN_WAIT)
             except aiohttp.ClientError as exc:
                 return McpError(HTTP_ERROR, f"{what}: HTTP request to {self.url} failed: {exc}")
             except McpError as exc:  # a refusal's body too large to read
@@ -441,7 +444,7 @@ class HTTPTransport:
                     f"{error.message}; sent {attempt} time{'s' if attempt > 1 else ''}, giving up",
                     error.data,
                 )
-            logger.info("%s: %s; sending it again in %g s", what, error.message, wait)
+            logger.info("%s; sending it again in %g s", error.message, wait)
             await asyncio.sleep(wait)
 
     # --- one request -------------------------------------------------------------------------
