@@ -17,8 +17,11 @@ connection that cannot be opened means nothing was sent, so any request is tried
 after the request went out is ambiguous (the server may have run it), so only a method that
 just reads (`_REISSUABLE`) is re-issued, as a new request with a new id (streams cannot be
 resumed), at most `max_reissues` times; anything else, a `tools/call` above all, fails with
-`McpError(CONNECTION_CLOSED)` saying that it may have run. Cancelling the task awaiting
-`request` closes the connection, which is how a request is cancelled on HTTP.
+`McpError(CONNECTION_CLOSED)` saying that it may have run. A 503 (`Retry-After`) is waited
+out where that is safe (`http_refusal.py`): a response or notification is sent again; a legacy
+request only when the server's error says it did not run; and an answer of the client's that
+cannot be delivered ends, at once, the call whose stream asked for it. Cancelling the task
+awaiting `request` closes the connection, which is how a request is cancelled on HTTP.
 
 An HTTP error whose body is a JSON-RPC error response is returned as that error; any other
 HTTP error raises `McpError(HTTP_ERROR)` naming the status and, for a 401 or 403, the
@@ -76,6 +79,7 @@ from ..protocol.errors import (
 )
 from ..protocol.versions import LATEST_PROTOCOL_VERSION
 from . import headers as mcp_headers
+from . import http_refusal as refusal
 from .base import MAX_MESSAGE_SIZE, NotificationHandler, RequestHandler
 from .http_session import SESSION_ID, HTTPSession, StreamCursor, visible_ascii
 from .http_sse_client import OLD_TRANSPORT_STATUSES, SSEClientSession
@@ -123,11 +127,24 @@ class _NotConnected(Exception):
 
 #: HTTP statuses with which a server refuses a request it never took up, whatever the era.
 _NOT_TAKEN_UP = frozenset({408, 413, 429})
+
+
+class _TurnedAway(Exception):
+    """A legacy server answered 503 and said the request did not run: it may be sent again
+    after `wait` seconds; `answer` is the server's error, returned if it keeps refusing."""
+
+    def __init__(self, wait: float, answer: dict[str, Any]) -> None:
+        super().__init__()
+        self.wait = wait
+        self.answer = answer
+
+
 _HEADER_CACHE_SIZE = 1024  # distinct (method, name, version) header blocks kept
 _SSE = "text/event-stream"
 _MAX_SERVER_REQUESTS = 64  # server requests of one session answered at once; more are dropped
 _LISTEN_OPEN_WAIT = 5.0  # seconds start_legacy_session waits for the GET stream to open
 _CLOSE_WAIT = 5.0  # seconds the closing DELETE (and the session's tasks) may take
+_DELIVERY_WAIT = 30.0  # seconds a response or notification may take with `timeout=0`
 # What a stream read accepts as its response: any (a 2026-07-28 POST stream, as before), none
 # (the standalone GET stream, which carries no responses), or else the request's own id.
 _ANY_RESPONSE: Any = object()
@@ -270,13 +287,21 @@ class HTTPTransport:
         legacy = self._legacy
         if legacy is not None and method != "initialize":
             # No tool-header bookkeeping: those headers are 2026-07-28 only.
+            task = asyncio.current_task()
+            call = refusal.PendingCall(task)
+            token = refusal.current_call.set(call)
             try:
                 return await self._request(message, bounded)
             except asyncio.CancelledError:
                 # A legacy server does not take a closed stream for a cancellation (a network
                 # drop looks the same), so it is told.
                 self._cancel_on_server(legacy, message)
+                if call.error is not None and task is not None and task.uncancel() == 0:
+                    raise call.error from None  # an answer of ours was lost: ended early
                 raise
+            finally:
+                call.finish()
+                refusal.current_call.reset(token)
         response = await self._request(message, bounded)
         if method == "tools/list":
             self._screen_tools(response)
@@ -356,24 +381,76 @@ class HTTPTransport:
         if self._sse is not None:
             await self._sse.notify(message)
             return
-        session = self._require_session()
+        self._require_session()
         legacy = self._legacy
         headers = legacy.headers if legacy is not None else self._headers_for(message)
-        try:
-            async with session.post(
-                self.url, data=orjson.dumps(message), headers=headers, allow_redirects=False
-            ) as response:
-                if response.status == 404 and legacy is not None and legacy.session_id:
-                    raise self._session_expired(legacy, str(message.get("method")))
-                if response.status >= 300:
-                    body = await response.read()
-                    raise _http_error(response, body, str(message.get("method")))
-        except aiohttp.ClientError as exc:
-            raise McpError(CONNECTION_CLOSED, f"could not send to {self.url}: {exc}") from None
-        except TimeoutError:
-            raise McpError(
-                REQUEST_TIMEOUT, f"{message.get('method')}: no answer within {self._timeout:g} s"
-            ) from None
+        error = await self._deliver(message, headers, str(message.get("method")), legacy)
+        if error is not None:
+            raise error
+
+    async def _deliver(
+        self,
+        message: dict[str, Any],
+        headers: CIMultiDict[str],
+        what: str,
+        legacy: HTTPSession | None,
+    ) -> McpError | None:
+        """POST a response or a notification, which expects no answer but 202; None once the
+        server took it, else why it could not be delivered. A 503 (the server refused it
+        unread) and a failed connection are tried again after the server's `Retry-After` (or
+        a short backoff), `refusal.ATTEMPTS` times at most, all within the transport's
+        `timeout`: a copy the server did get is harmless (see `http_refusal`)."""
+        session = self._session
+        if session is None:
+            return McpError(CONNECTION_CLOSED, f"{what}: the transport is not connected")
+        loop = asyncio.get_running_loop()
+        budget = self._timeout if self._timeout > 0 else _DELIVERY_WAIT
+        deadline = loop.time() + budget
+        data = orjson.dumps(message)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                with Deadline(max(deadline - loop.time(), 0.0)):
+                    async with session.post(
+                        self.url, data=data, headers=headers, allow_redirects=False
+                    ) as response:
+                        status = response.status
+                        if status == 404 and legacy is not None and legacy.session_id is not None:
+                            return self._session_expired(legacy, what)
+                        if status < 300:
+                            return None
+                        body = await self._read_body(response, what)
+                        error = _http_error(response, body, what)
+                        if status != 503:
+                            return error
+                        wait = refusal.retry_after(response.headers.get("Retry-After"))
+            except TimeoutError:  # the deadline (before OSError, which it is a kind of)
+                return McpError(
+                    REQUEST_TIMEOUT,
+                    f"{what}: not delivered to {self.url} within {budget:g} s "
+                    f"({attempt} attempt{'s' if attempt > 1 else ''})",
+                )
+            except (aiohttp.ClientConnectorCertificateError, aiohttp.ClientSSLError) as exc:
+                # A TLS failure will not go away by trying again.
+                return McpError(CONNECTION_CLOSED, f"{what}: cannot connect to {self.url}: {exc}")
+            except (aiohttp.ClientConnectionError, OSError) as exc:
+                error = McpError(
+                    CONNECTION_CLOSED, f"{what}: could not send it to {self.url}: {exc}"
+                )
+                wait = max(self.connect_backoff * 2 ** (attempt - 1), refusal.MIN_WAIT)
+            except aiohttp.ClientError as exc:
+                return McpError(HTTP_ERROR, f"{what}: HTTP request to {self.url} failed: {exc}")
+            except McpError as exc:  # a refusal's body too large to read
+                return exc
+            if attempt >= refusal.ATTEMPTS or loop.time() + wait >= deadline:
+                return McpError(
+                    error.code,
+                    f"{error.message}; sent {attempt} time{'s' if attempt > 1 else ''}, giving up",
+                    error.data,
+                )
+            logger.info("%s; sending it again in %g s", error.message, wait)
+            await asyncio.sleep(wait)
 
     # --- one request -------------------------------------------------------------------------
 
@@ -399,10 +476,17 @@ class HTTPTransport:
         exempt = bounded or method == "subscriptions/listen" or self._timeout <= 0
         limit = None if exempt else self._timeout
         sent = message
-        refused = reissued = 0
+        refused = reissued = turned_away = 0
         while True:
             try:
                 answer = await self._exchange(session, sent, method, headers, limit, legacy)
+            except _TurnedAway as exc:
+                turned_away += 1
+                if turned_away >= refusal.ATTEMPTS:
+                    return exc.answer  # the server's own error: retryable, by the caller
+                logger.info("%s: refused before it ran (503); sending it again", method)
+                await asyncio.sleep(exc.wait)
+                continue  # it did not run: the same request, under the same id
             except _NotConnected as exc:
                 refused += 1
                 if refused >= self.connect_attempts:
@@ -466,7 +550,11 @@ class HTTPTransport:
                         answer = await self._answer_in(response, method, expect, legacy)
                         self._open_session(answer, session_id)
                         return answer
-                    return await self._answer_in(response, method, expect, legacy)
+                    answer = await self._answer_in(response, method, expect, legacy)
+                    if status == 503 and legacy is not None and refusal.not_run(answer):
+                        wait = refusal.retry_after(response.headers.get("Retry-After"))
+                        raise _TurnedAway(wait, answer)
+                    return answer
         except (aiohttp.ClientConnectorCertificateError, aiohttp.ClientSSLError) as exc:
             # A TLS failure will not go away by trying again.
             raise McpError(
@@ -790,6 +878,7 @@ class HTTPTransport:
         no request of ours. Reconnected (resumed when it had event ids) while the session
         lasts, until `max_resumptions` connections in a row bring nothing new."""
         session = self._require_session()
+        refusal.current_call.set(None)  # its server requests belong to no call of ours
         cursor = StreamCursor()
         failures = 0
         first = True
@@ -846,11 +935,15 @@ class HTTPTransport:
                 len(legacy.tasks),
             )
             return
-        task = asyncio.create_task(self._answer(legacy, message))
+        task = asyncio.create_task(self._answer(legacy, message, refusal.current_call.get()))
         legacy.tasks.add(task)
         task.add_done_callback(legacy.tasks.discard)
 
-    async def _answer(self, legacy: HTTPSession, message: dict[str, Any]) -> None:
+    async def _answer(
+        self, legacy: HTTPSession, message: dict[str, Any], call: refusal.PendingCall | None
+    ) -> None:
+        """Work out the answer to the server's request and POST it; one that cannot be
+        delivered ends `call`, the request whose stream the question came on."""
         method = message.get("method")
         handler = self._on_request
         response: dict[str, Any]
@@ -866,7 +959,20 @@ class HTTPTransport:
                 response = jsonrpc.error_response(
                     message["id"], McpError(INTERNAL_ERROR, f"the client failed to answer {method}")
                 )
-        await self._send_to_session(legacy, response, f"the answer to {method}")
+        what = f"the answer to the server's {method}"
+        error = await self._send_to_session(legacy, response, what)
+        if error is not None and call is not None:
+            # Never SESSION_EXPIRED, even when that is the cause: the client re-sends a request
+            # refused with it, and this one ran (it asked the question).
+            call.fail(
+                McpError(
+                    CONNECTION_CLOSED,
+                    f"{error.message}. The server waits for that answer, so the request that "
+                    "it belongs to was ended rather than left to time out; it may have run "
+                    "in part",
+                    {"mayHaveRun": True, "undelivered": str(method), "cause": error.to_error()},
+                )
+            )
 
     def _cancel_on_server(self, legacy: HTTPSession, message: dict[str, Any]) -> None:
         """Tell a legacy server that the caller gave up on request `message`."""
@@ -875,36 +981,25 @@ class HTTPTransport:
         cancelled = jsonrpc.notification(
             "notifications/cancelled", {"requestId": message["id"], "reason": "cancelled"}
         )
-        task = asyncio.create_task(self._send_to_session(legacy, cancelled, "a cancellation"))
+        task = asyncio.create_task(self._tell(legacy, cancelled, "a cancellation"))
         legacy.tasks.add(task)
         task.add_done_callback(legacy.tasks.discard)
 
+    async def _tell(self, legacy: HTTPSession, message: dict[str, Any], what: str) -> None:
+        """`_send_to_session`, for a notification no one waits on."""
+        await self._send_to_session(legacy, message, what)
+
     async def _send_to_session(
         self, legacy: HTTPSession, message: dict[str, Any], what: str
-    ) -> None:
-        """POST a response or notification on the session; failures are logged, as no caller
-        waits for them."""
-        session = self._session
-        if session is None or self._legacy is not legacy:
-            return
-        try:
-            with Deadline(self._timeout if self._timeout > 0 else _CLOSE_WAIT):
-                async with session.post(
-                    self.url,
-                    data=orjson.dumps(message),
-                    headers=legacy.headers,
-                    allow_redirects=False,
-                ) as response:
-                    if response.status == 404 and legacy.session_id is not None:
-                        self._session_expired(legacy, what)
-                        logger.info("could not send %s: the session expired", what)
-                    elif response.status >= 300:
-                        body = await self._read_body(response, what)
-                        logger.warning(
-                            "the server refused %s: HTTP %d %s", what, response.status, _text(body)
-                        )
-        except (aiohttp.ClientError, OSError, TimeoutError, McpError) as exc:
-            logger.warning("could not send %s: %s", what, exc)
+    ) -> McpError | None:
+        """POST a response or notification on the session (`_deliver`: re-sent while the
+        server refuses it unread); returns, and logs, why it could not be delivered."""
+        if self._session is None or self._legacy is not legacy:
+            return None
+        error = await self._deliver(message, legacy.headers, what, legacy)
+        if error is not None:
+            logger.warning("not delivered: %s", error.message)  # it names `what` first
+        return error
 
     # --- headers -----------------------------------------------------------------------------
 
@@ -1096,6 +1191,11 @@ def _http_error(response: aiohttp.ClientResponse, body: bytes, method: str) -> M
         + (f": {snippet}" if snippet else "")
     )
     data: dict[str, Any] = {"status": response.status, "body": _text(body)}
+    if response.status in (429, 503):
+        # Retryable by the caller; not re-sent here, as nothing says it did not run.
+        wait = refusal.retry_after(response.headers.get("Retry-After"))
+        message += f" (retryable: the server asks to wait {wait:g} s)"
+        data["retryAfter"] = wait
     challenge = response.headers.get("WWW-Authenticate")
     if challenge is not None:
         # What an authorization flow needs to go on (the scheme, realm, resource metadata).

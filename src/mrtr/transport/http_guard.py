@@ -39,6 +39,7 @@ import orjson
 from ..protocol import jsonrpc
 from ..protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError
 from .http_limits import HTTPLimits
+from .http_responses import NOT_RUN
 
 logger = logging.getLogger("mrtr.http")
 
@@ -59,8 +60,10 @@ _MIN_LINGERING = 32
 def _raw_response(status: bytes, message: str, extra: bytes = b"") -> bytes:
     """A whole `Connection: close` response with a JSON-RPC error body, for the protocol
     to write when no app is there to answer."""
-    code = INTERNAL_ERROR if status.startswith(b"503") else INVALID_REQUEST
-    body = orjson.dumps(jsonrpc.error_response(None, McpError(code, message)))
+    refused = status.startswith(b"503")  # a connection refused before any request was read
+    code = INTERNAL_ERROR if refused else INVALID_REQUEST
+    data = NOT_RUN if refused else None
+    body = orjson.dumps(jsonrpc.error_response(None, McpError(code, message, data)))
     return (
         b"HTTP/1.1 %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
         b"connection: close\r\n%s\r\n%s" % (status, len(body), extra, body)

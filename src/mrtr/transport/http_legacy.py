@@ -89,6 +89,7 @@ from ..server.session import (
 )
 from ..stepping import start_task
 from .http_responses import (
+    NOT_RUN,
     SSE_HEADERS,
     Message,
     Send,
@@ -316,7 +317,7 @@ class LegacySessions:
                 await self._listen()
                 await records.create(session)
             except McpError as exc:
-                await _unavailable(send, message["id"], exc)
+                await _unavailable(send, message["id"], exc, not_run=True)
                 return
             channel.digest = session_digest(session.id)
             self._by_digest[channel.digest] = channel
@@ -351,7 +352,7 @@ class LegacySessions:
             try:
                 channel = await self._shared(session_id, self.records, scope)
             except McpError as exc:
-                await _unavailable(send, request_id, exc)
+                await _unavailable(send, request_id, exc, not_run=True)
                 return None
         if channel is None:
             await reject(
@@ -1048,8 +1049,15 @@ def _cancel(channel: _Channel, params: Any) -> bool:
 _TAKEN_ELSEWHERE = object()
 
 
-async def _unavailable(send: Send, request_id: jsonrpc.RequestId | None, exc: McpError) -> None:
-    """The shared store failed: 503, the store's own error (its cause is logged there)."""
+async def _unavailable(
+    send: Send, request_id: jsonrpc.RequestId | None, exc: McpError, *, not_run: bool = False
+) -> None:
+    """The shared store failed: 503, the store's own error (its cause is logged there).
+    `not_run`: the message was refused before anything ran, which its `data` says
+    (`mayHaveRun: false`), so a client may send it again."""
+    if not_run:
+        data = exc.data if isinstance(exc.data, dict) else {}
+        exc = McpError(exc.code, exc.message, {**data, **NOT_RUN})
     body = orjson.dumps(jsonrpc.error_response(request_id, exc))
     await send_json(send, 503, body, [(b"retry-after", b"1")])
 

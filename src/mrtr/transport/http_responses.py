@@ -51,6 +51,9 @@ LEGACY_ERROR_STATUS: Mapping[int, int] = {}
 JSON_TYPE = (b"content-type", b"application/json")
 #: Sent with every 503: how many seconds to wait before retrying.
 RETRY_AFTER = (b"retry-after", b"1")
+#: The `data` of a refusal made before the request reached a handler: sending it again is safe
+#: (a client may re-send a request only on this word; see `transport/http_refusal.py`).
+NOT_RUN: Mapping[str, Any] = {"mayHaveRun": False}
 SSE_HEADERS: Headers = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache"),
@@ -103,9 +106,10 @@ async def reject(
     message: str,
     request_id: jsonrpc.RequestId | None = None,
     extra: Headers | None = None,
+    data: Any = None,
 ) -> None:
-    """Refuse a request at the HTTP level, with a JSON-RPC error saying why."""
-    body = orjson.dumps(jsonrpc.error_response(request_id, McpError(code, message)))
+    """Refuse a request at the HTTP level, with a JSON-RPC error saying why (and `data`)."""
+    body = orjson.dumps(jsonrpc.error_response(request_id, McpError(code, message, data)))
     await send_json(send, status, body, extra)
 
 

@@ -87,6 +87,7 @@ from .http_limits import (
 )
 from .http_responses import (
     JSON_TYPE,
+    NOT_RUN,
     RETRY_AFTER,
     SSE_HEADERS,
     accepted,
@@ -722,6 +723,7 @@ class StreamableHTTPApp:
             "Service Unavailable: the server is receiving as many request bodies as it "
             f"holds at once ({self.max_inflight_body_bytes} bytes); retry in a moment",
             extra=[(b"retry-after", b"1")],
+            data=NOT_RUN,
         )
 
     # --- header checks -----------------------------------------------------------------------
