@@ -58,7 +58,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.cluster import Cluster, free_port, haproxy_binary, restart  # noqa: E402
 from mrtr import Client, ClientOptions, ElicitRequestParams, ElicitResult  # noqa: E402
-from mrtr.protocol.errors import McpError  # noqa: E402
+from mrtr.protocol.errors import REQUEST_TIMEOUT, McpError  # noqa: E402
 
 TARGET = "benchmarks/fault_soak_server.py:server"
 EFFECTS_VARIABLE = "MRTR_SOAK_EFFECTS"
@@ -204,6 +204,10 @@ async def run_modern(client: Client, flow: Flow, limit: float, run: Run) -> None
             flow.outcome, flow.end = "hung", time.monotonic()
             return
         except McpError as error:
+            if error.code == REQUEST_TIMEOUT:  # the client's own timeout: no answer came
+                flow.trouble = flow.trouble or attempt_started
+                flow.outcome, flow.end = "hung", time.monotonic()
+                return
             run.errors[error_kind(error)] += 1
             flow.trouble = flow.trouble or time.monotonic()
             if error.request_state is not None:
@@ -238,6 +242,10 @@ async def run_legacy(client: Client, flow: Flow, limit: float, run: Run) -> bool
         flow.outcome, flow.end = "hung", time.monotonic()
         return False
     except Exception as error:
+        if isinstance(error, McpError) and error.code == REQUEST_TIMEOUT:
+            flow.trouble = flow.start  # the client's own timeout: no answer came
+            flow.outcome, flow.end = "hung", time.monotonic()
+            return False
         run.errors["legacy " + error_kind(error)] += 1
         flow.trouble = time.monotonic()
         flow.outcome, flow.end = "failed", time.monotonic()
