@@ -3,7 +3,7 @@
 The convention (published in docs/contributing.md):
 
 * a ```python block is a self-contained program: it is run with `python3`, from the repository
-  root, and must exit 0 within 10 s, on loopback only;
+  root, and must exit 0, on loopback only (stopped after 60 s: a guard against a hang);
 * a ```python block whose lines are `--8<-- "examples/..."` includes a file of examples/ (run by
   the example's own test): the file must exist;
 * a ```bash or ```console block holds commands (a console block's commands start with `$ `,
@@ -37,7 +37,7 @@ _FENCE = re.compile(
     r"^(?P<indent>[ ]*)```(?P<lang>[^\s`]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```[ ]*$", re.M | re.S
 )
 _SNIPPET = re.compile(r'^--8<-- "(?P<path>[^"]+)"$')
-_RUN_TIMEOUT = 10.0
+_RUN_TIMEOUT = 60.0  # seconds: only a hang reaches it, however loaded the machine
 _COMMAND_LANGS = {"bash", "sh", "console", "shell"}
 _PLAIN_LANGS = {"mermaid", "text"}
 

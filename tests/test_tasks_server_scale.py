@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import sys
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,6 +21,9 @@ from test_tasks_server_app import APP, GUARD, HttpPeer, request
 
 Instance = tuple[str, asyncio.subprocess.Process]  # (url, process)
 LEASE = "0.6"  # seconds: the instances renew their tasks' leases every 0.2 s
+#: Seconds two fresh interpreters have to start listening: a Python start on a loaded machine
+#: can take many seconds, so this only bounds a server that never comes up.
+START_GUARD = 60.0
 
 
 @contextlib.asynccontextmanager
@@ -40,7 +42,7 @@ async def instances(
                 sys.executable, APP, "http", str(port), env=env, stderr=asyncio.subprocess.DEVNULL
             )
             started.append((f"http://127.0.0.1:{port}/mcp", process))
-        async with aiohttp.ClientSession() as session, asyncio.timeout(GUARD):
+        async with aiohttp.ClientSession() as session, asyncio.timeout(START_GUARD):
             for url, process in started:
                 while True:
                     assert process.returncode is None, "a server exited at start"
@@ -145,12 +147,9 @@ async def test_a_task_whose_instance_dies_ends_failed(
         assert again["status"] == "failed" and again["error"] == failed["error"]
 
 
-#: How often the instances look at the store for answers: far longer than any wait below, so
-#: only the broker's wake-up can resume a task in time.
-SLOW_POLL = "5"
-#: Seconds within which an answer posted to B must have resumed and finished A's task (the
-#: wake-up is a few milliseconds on loopback; generous for a loaded machine).
-RESUME_BOUND = 1.0
+#: How often the instances look at the store for answers: far longer than any guard of this
+#: file, so a task that resumes at all was resumed by the broker's wake-up, never by a poll.
+SLOW_POLL = "3600"
 
 
 async def test_answers_posted_to_another_instance_resume_the_task_at_once(
@@ -168,10 +167,8 @@ async def test_answers_posted_to_another_instance_resume_the_task_at_once(
                 "a": {"action": "accept", "content": {"name": f"Ada{round_}"}},
                 "b": {"action": "accept", "content": {"name": "Bo"}},
             }
-            posted = time.monotonic()
             await b.result("tasks/update", {"taskId": task_id, "inputResponses": answers})
+            # Bounded by GUARD, far below SLOW_POLL: only the wake-up can finish it in time.
             done = await a.until(task_id, "completed", "failed")
-            took = time.monotonic() - posted
             assert done["status"] == "completed"
             assert done["result"]["content"][0]["text"] == f"Ada{round_} and Bo"
-            assert took < RESUME_BOUND, f"A resumed {took:.2f} s after B took the answers"
