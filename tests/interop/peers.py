@@ -21,6 +21,10 @@ INSTALL_HINT = "run `bash scripts/interop_peers.sh` (scripts/test.sh does) to in
 
 # The versions scripts/interop_peers.sh pins (it writes each venv's requirement to `.pinned`).
 PYTHON_PEERS = {
+    # Servers that speak only 2024-11-05 (stdio and HTTP+SSE), and only up to 2025-06-18, with
+    # the pydantic of their time (they break on today's).
+    "mcp1-3": "mcp==1.3.0 pydantic==2.10.6",
+    "mcp1-10": "mcp==1.10.0 pydantic==2.10.6",
     "mcp1": "mcp==1.30.0",
     "mcp2": "mcp==2.3.0",
     "fastmcp3": "fastmcp==3.4.11",
@@ -31,6 +35,11 @@ NPM_PEERS = {
     "@modelcontextprotocol/client": "2.4.0",
     "@modelcontextprotocol/server-everything": "2026.8.31",
 }
+
+
+def pinned(name: str) -> str:
+    """The pinned version of Python peer `name` (its first requirement's)."""
+    return PYTHON_PEERS[name].split()[0].split("==")[1]
 
 
 def venv_python(name: str) -> Path:

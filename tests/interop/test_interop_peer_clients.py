@@ -17,11 +17,11 @@ from peers import (
     MATRIX_SERVER,
     NODE,
     NPM_PEERS,
-    PYTHON_PEERS,
     ROOT,
     node_script,
     npm_package,
     our_python,
+    pinned,
     venv_python,
 )
 
@@ -57,10 +57,6 @@ def node_driver(package: str, script: str) -> Callable[[], list[str]]:
         return [str(NODE), str(node_script(script))]
 
     return argv
-
-
-def pinned(name: str) -> str:
-    return PYTHON_PEERS[name].split("==")[1]
 
 
 EVERY_LEGACY = ("stdio", "http", "sse")
