@@ -4,8 +4,9 @@ them, and how to run each one's client driver or server."""
 from __future__ import annotations
 
 import json
-import shutil
+import os
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,10 +63,17 @@ def npm_package(name: str) -> Path:
 
 
 def node_script(driver: str) -> Path:
-    """`driver` copied beside the npm peers, where its imports resolve (ESM has no NODE_PATH)."""
+    """`driver` copied beside the npm peers, where its imports resolve (ESM has no NODE_PATH).
+
+    Copied to a file of its own, then renamed into place: cells run at once may ask together,
+    and none may start a half-written copy."""
     target = NODE_DIR / "drivers" / driver
     target.parent.mkdir(exist_ok=True)
-    shutil.copyfile(DRIVERS / driver, target)
+    source = (DRIVERS / driver).read_bytes()
+    if not target.exists() or target.read_bytes() != source:
+        partial = target.with_name(f".{driver}.{os.getpid()}.{threading.get_ident()}")
+        partial.write_bytes(source)
+        os.replace(partial, target)
     return target
 
 
