@@ -67,10 +67,8 @@ def render(cells: list[dict[str, Any]]) -> str:
         "| peer | version |",
         "| --- | --- |",
     ]
-    lines += [
-        f"| `{req.split('==')[0]}` (PyPI) | {req.split('==')[1]} |"
-        for req in sorted(set(PYTHON_PEERS.values()))
-    ]
+    pins = sorted({req.split()[0] for req in PYTHON_PEERS.values()})
+    lines += [f"| `{req.split('==')[0]}` (PyPI) | {req.split('==')[1]} |" for req in pins]
     lines += [f"| `{name}` (npm) | {version} |" for name, version in NPM_PEERS.items()]
     lines += [
         "",

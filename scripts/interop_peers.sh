@@ -10,8 +10,11 @@ cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 CACHE=.cache/interop
 
-# name -> pip requirement. Keep in step with tests/interop/peers.py.
+# name -> pip requirements (the peer first). Keep in step with tests/interop/peers.py.
 PY_PEERS=(
+    # Old mcp releases break on the pydantic of today: the one of their time, pinned with them.
+    "mcp1-3=mcp==1.3.0 pydantic==2.10.6"
+    "mcp1-10=mcp==1.10.0 pydantic==2.10.6"
     "mcp1=mcp==1.30.0"
     "mcp2=mcp==2.3.0"
     "fastmcp3=fastmcp==3.4.11"
@@ -34,7 +37,8 @@ for entry in "${PY_PEERS[@]}"; do
     rm -rf "$venv"
     "$PYTHON" -m venv "$venv"
     # A pip configured with local index folders that are absent warns once per package: drop that.
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$req" \
+    # shellcheck disable=SC2086 # one word per requirement
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check $req \
         2> >(grep -v '^WARNING: Location' >&2)
     echo "$req" >"$stamp"
 done

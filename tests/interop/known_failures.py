@@ -42,6 +42,12 @@ MCP2_MRTR_TOOL_ON_LEGACY = (
     "https://github.com/modelcontextprotocol/python-sdk/tree/main/src/mcp/server"
 )
 
+PROBE_KILLS_OLD_SERVER = (
+    "ours, issue 28 item 3: the client's first message, a server/discover probe, makes an mcp "
+    "1.3 stdio server (2024-11-05) fail validation and exit: the first request fails (mrtr call "
+    "with it); later ones start the server again and work"
+)
+
 WHOLE_CELL = "*"
 """A key standing for the whole cell: at least one check fails (which ones may vary)."""
 
@@ -93,5 +99,12 @@ KNOWN_FAILURES: dict[str, dict[str, str]] = {
         f"{peer} | {direction} -> peer server | sse | 2025-11-25": {WHOLE_CELL: NO_SSE_CLIENT}
         for peer in ("mcp 1.30.0", "fastmcp 3.4.11", "server-everything 2026.8.31")
         for direction in ("mrtr client", "mrtr call")
+    },
+    **{
+        f"mcp 1.3.0 | {direction} -> peer server | {transport} | 2024-11-05": {
+            WHOLE_CELL: NO_SSE_CLIENT if transport == "sse" else PROBE_KILLS_OLD_SERVER
+        }
+        for direction in ("mrtr client", "mrtr call")
+        for transport in ("stdio", "sse")
     },
 }

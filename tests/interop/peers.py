@@ -4,8 +4,9 @@ them, and how to run each one's client driver or server."""
 from __future__ import annotations
 
 import json
-import shutil
+import os
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,10 @@ INSTALL_HINT = "run `bash scripts/interop_peers.sh` (scripts/test.sh does) to in
 
 # The versions scripts/interop_peers.sh pins (it writes each venv's requirement to `.pinned`).
 PYTHON_PEERS = {
+    # Servers that speak only 2024-11-05 (stdio and HTTP+SSE), and only up to 2025-06-18, with
+    # the pydantic of their time (they break on today's).
+    "mcp1-3": "mcp==1.3.0 pydantic==2.10.6",
+    "mcp1-10": "mcp==1.10.0 pydantic==2.10.6",
     "mcp1": "mcp==1.30.0",
     "mcp2": "mcp==2.3.0",
     "fastmcp3": "fastmcp==3.4.11",
@@ -31,6 +36,11 @@ NPM_PEERS = {
     "@modelcontextprotocol/client": "2.4.0",
     "@modelcontextprotocol/server-everything": "2026.8.31",
 }
+
+
+def pinned(name: str) -> str:
+    """The pinned version of Python peer `name` (its first requirement's)."""
+    return PYTHON_PEERS[name].split()[0].split("==")[1]
 
 
 def venv_python(name: str) -> Path:
@@ -53,10 +63,17 @@ def npm_package(name: str) -> Path:
 
 
 def node_script(driver: str) -> Path:
-    """`driver` copied beside the npm peers, where its imports resolve (ESM has no NODE_PATH)."""
+    """`driver` copied beside the npm peers, where its imports resolve (ESM has no NODE_PATH).
+
+    Copied to a file of its own, then renamed into place: cells run at once may ask together,
+    and none may start a half-written copy."""
     target = NODE_DIR / "drivers" / driver
     target.parent.mkdir(exist_ok=True)
-    shutil.copyfile(DRIVERS / driver, target)
+    source = (DRIVERS / driver).read_bytes()
+    if not target.exists() or target.read_bytes() != source:
+        partial = target.with_name(f".{driver}.{os.getpid()}.{threading.get_ident()}")
+        partial.write_bytes(source)
+        os.replace(partial, target)
     return target
 
 

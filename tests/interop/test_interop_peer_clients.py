@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pytest
@@ -17,11 +19,11 @@ from peers import (
     MATRIX_SERVER,
     NODE,
     NPM_PEERS,
-    PYTHON_PEERS,
     ROOT,
     node_script,
     npm_package,
     our_python,
+    pinned,
     venv_python,
 )
 
@@ -57,10 +59,6 @@ def node_driver(package: str, script: str) -> Callable[[], list[str]]:
         return [str(NODE), str(node_script(script))]
 
     return argv
-
-
-def pinned(name: str) -> str:
-    return PYTHON_PEERS[name].split("==")[1]
 
 
 EVERY_LEGACY = ("stdio", "http", "sse")
@@ -118,19 +116,46 @@ def run_driver(argv: list[str], era: str) -> tuple[str, str]:
     return done.stdout, done.stderr
 
 
-@pytest.mark.timeout(CELL_GUARD + 30)
-@pytest.mark.parametrize(("peer", "era", "transport"), CELLS)
-def test_peer_client_against_our_server(peer: PeerClient, era: str, transport: str) -> None:
-    cell = Cell(peer.label, "peer client -> mrtr server", transport, era)
+def run_cell(peer: PeerClient, era: str, transport: str) -> tuple[str, str]:
+    """The peer's driver against our server over `transport`: what it printed, and its stderr."""
     if transport == "stdio":
-        out, err = run_driver([*peer.argv(), "stdio", our_python(), str(MATRIX_SERVER)], era)
-    else:
-        port = free_port()
-        server = [our_python(), str(MATRIX_SERVER), "http", str(port)]
-        path = "mcp" if transport == "http" else "sse"
-        with listening(server, port, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}):
-            url = f"http://127.0.0.1:{port}/{path}"
-            out, err = run_driver([*peer.argv(), transport, url], era)
+        return run_driver([*peer.argv(), "stdio", our_python(), str(MATRIX_SERVER)], era)
+    port = free_port()
+    server = [our_python(), str(MATRIX_SERVER), "http", str(port)]
+    path = "mcp" if transport == "http" else "sse"
+    with listening(server, port, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}):
+        return run_driver([*peer.argv(), transport, f"http://127.0.0.1:{port}/{path}"], era)
+
+
+@pytest.fixture(scope="module")
+def started(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[tuple[str, str]]]]:
+    """Every selected cell, started a few at a time as soon as the first is wanted: a cell
+    mostly waits on process starts and imports, so a few at once shorten the run."""
+    workers = int(os.environ.get("MATRIX_CONCURRENCY", "2"))
+    pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="cell")
+    futures = {}
+    for item in request.session.items:
+        spec = getattr(item, "callspec", None)
+        if spec is not None and item.module is sys.modules[__name__]:
+            futures[spec.id] = pool.submit(run_cell, *(spec.params[k] for k in ARGS))
+    yield futures
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+ARGS = ("peer", "era", "transport")
+
+
+@pytest.mark.timeout(CELL_GUARD + 60)
+@pytest.mark.parametrize(ARGS, CELLS)
+def test_peer_client_against_our_server(
+    peer: PeerClient,
+    era: str,
+    transport: str,
+    started: dict[str, Future[tuple[str, str]]],
+    request: pytest.FixtureRequest,
+) -> None:
+    cell = Cell(peer.label, "peer client -> mrtr server", transport, era)
+    out, err = started[request.node.callspec.id].result(timeout=CELL_GUARD + 30)
     checks = parse_checks(out)
     for check in checks:
         if check["check"] == "initialize" and peer.reports_version and era not in check["detail"]:

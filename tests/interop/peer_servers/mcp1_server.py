@@ -1,9 +1,9 @@
 """A server written with the official Python SDK 1.x (`mcp.server.fastmcp.FastMCP`).
 
-Run with the peer's interpreter: `python mcp1_server.py stdio | http PORT | sse PORT`.
+Run with the peer's interpreter: `python mcp1_server.py stdio | http PORT | sse PORT`. Serves
+mcp 1.3 (2024-11-05: no elicitation, no Streamable HTTP) to 1.30 alike: no `from __future__
+import annotations`, which older FastMCP releases cannot read tool signatures under.
 """
-
-from __future__ import annotations
 
 import sys
 
@@ -24,13 +24,15 @@ def add(a: int, b: int) -> str:
     return str(a + b)
 
 
-@server.tool()
-async def greet(ctx: Context) -> str:  # type: ignore[type-arg]
-    """Ask the user's name."""
-    answer = await ctx.elicit("Your name?", schema=Name)
-    if answer.action != "accept":
-        return f"no name ({answer.action})"
-    return f"hello {answer.data.name}"
+if hasattr(Context, "elicit"):  # elicitation came with 2025-06-18 (mcp 1.10)
+
+    @server.tool()
+    async def greet(ctx: Context) -> str:  # type: ignore[type-arg]
+        """Ask the user's name."""
+        answer = await ctx.elicit("Your name?", schema=Name)
+        if answer.action != "accept":
+            return f"no name ({answer.action})"
+        return f"hello {answer.data.name}"
 
 
 @server.prompt()
