@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -139,13 +138,14 @@ def started(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[tuple[s
     futures = {}
     for item in request.session.items:
         spec = getattr(item, "callspec", None)
-        if spec is not None and item.module is sys.modules[__name__]:
+        if spec is not None and getattr(item, "originalname", "") == CELL_TEST:
             futures[spec.id] = pool.submit(run_cell, *(spec.params[k] for k in ARGS))
     yield futures
     pool.shutdown(wait=True, cancel_futures=True)
 
 
 ARGS = ("peer", "era", "transport")
+CELL_TEST = "test_peer_client_against_our_server"
 
 
 @pytest.mark.timeout(CELL_GUARD + 60)
