@@ -19,7 +19,7 @@ RESULTS = ROOT / ".cache" / "interop" / "results"
 TARGET = ROOT / "docs" / "interoperability-matrix.md"
 sys.path.insert(0, str(ROOT / "tests" / "interop"))
 
-from peers import NPM_PEERS, PYTHON_PEERS  # noqa: E402
+from peers import INSPECTOR_VERSION, NPM_PEERS, PYTHON_PEERS  # noqa: E402
 
 DIRECTIONS = (
     "peer client -> mrtr server",
@@ -40,6 +40,13 @@ def verdict(cell: dict[str, Any]) -> str:
         return f"**FAIL** ({passed}/{len(checks)}): {', '.join(unknown)}"
     reasons = sorted({c["known"].split(":")[0] for c in failed})
     return f"known failure ({passed}/{len(checks)}): {'; '.join(reasons)}, see below"
+
+
+def check_names(cells: list[dict[str, Any]], direction: str) -> list[str]:
+    """The checks of `direction`'s fullest cell (some peers run only some of them)."""
+    ours = [cell for cell in cells if cell["direction"] == direction]
+    fullest = max(ours, key=lambda cell: len(cell["checks"]), default={"checks": []})
+    return [check["check"] for check in fullest["checks"]]
 
 
 def render(cells: list[dict[str, Any]]) -> str:
@@ -70,6 +77,7 @@ def render(cells: list[dict[str, Any]]) -> str:
     pins = sorted({req.split()[0] for req in PYTHON_PEERS.values()})
     lines += [f"| `{req.split('==')[0]}` (PyPI) | {req.split('==')[1]} |" for req in pins]
     lines += [f"| `{name}` (npm) | {version} |" for name, version in NPM_PEERS.items()]
+    lines.append(f"| `@modelcontextprotocol/inspector` (npm) | {INSPECTOR_VERSION} |")
     lines += [
         "",
         "## Cells",
@@ -83,25 +91,13 @@ def render(cells: list[dict[str, Any]]) -> str:
             f"| {verdict(cell)} |"
         )
     lines += ["", "## Checks", ""]
+    for direction, title in zip(
+        DIRECTIONS[:2],
+        ("Peer clients against our server", "Our client against peer servers"),
+        strict=True,
+    ):
+        lines += [f"{title}: {', '.join(check_names(cells, direction))}.", ""]
     lines += [
-        "Peer clients against our server: "
-        + ", ".join(
-            c["check"]
-            for c in next((x for x in cells if x["direction"] == DIRECTIONS[0]), {"checks": []})[
-                "checks"
-            ]
-        )
-        + ".",
-        "",
-        "Our client against peer servers: "
-        + ", ".join(
-            c["check"]
-            for c in next((x for x in cells if x["direction"] == DIRECTIONS[1]), {"checks": []})[
-                "checks"
-            ]
-        )
-        + ".",
-        "",
         "## Failures and their reasons",
         "",
     ]

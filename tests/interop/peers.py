@@ -37,6 +37,9 @@ NPM_PEERS = {
     "@modelcontextprotocol/server-everything": "2026.8.31",
 }
 
+INSPECTOR_VERSION = "2.12.0"
+"""MCP Inspector's, as benchmarks/xproc.py pins it (scripts/test.sh installs it for both)."""
+
 
 def pinned(name: str) -> str:
     """The pinned version of Python peer `name` (its first requirement's)."""

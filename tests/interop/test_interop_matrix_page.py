@@ -10,10 +10,12 @@ from types import ModuleType
 
 from peers import ROOT
 from test_interop_peer_clients import CELLS as CLIENT_CELLS
+from test_interop_peer_clients import INSPECTOR_CELLS, INSPECTOR_VERSION
 from test_interop_peer_servers import CELLS as SERVER_CELLS
 from test_interop_peer_servers import MODERN
 
 PAGE = ROOT / "docs" / "interoperability-matrix.md"
+INSPECTOR = f"MCP Inspector {INSPECTOR_VERSION}"
 
 
 def generator() -> ModuleType:
@@ -32,6 +34,8 @@ def expected_rows() -> set[tuple[str, str, str, str]]:
     for param in CLIENT_CELLS:
         peer, era, transport = param.values
         rows.add(("peer client -> mrtr server", peer.label, transport, era))
+    for param in INSPECTOR_CELLS:
+        rows.add(("peer client -> mrtr server", INSPECTOR, param.values[0], "2025-11-25"))
     for param in SERVER_CELLS:
         peer, era, transport = param.values
         rows.add(("mrtr client -> peer server", peer.label, transport, era))

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from cells import Cell, judge, parse_checks
 from cells_names import CLIENT_CHECKS
 from peers import (
     DRIVERS,
+    INSPECTOR_VERSION,
+    INSTALL_HINT,
     MATRIX_SERVER,
     NODE,
     NPM_PEERS,
@@ -136,13 +138,14 @@ def started(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[tuple[s
     futures = {}
     for item in request.session.items:
         spec = getattr(item, "callspec", None)
-        if spec is not None and item.module is sys.modules[__name__]:
+        if spec is not None and getattr(item, "originalname", "") == CELL_TEST:
             futures[spec.id] = pool.submit(run_cell, *(spec.params[k] for k in ARGS))
     yield futures
     pool.shutdown(wait=True, cancel_futures=True)
 
 
 ARGS = ("peer", "era", "transport")
+CELL_TEST = "test_peer_client_against_our_server"
 
 
 @pytest.mark.timeout(CELL_GUARD + 60)
@@ -161,3 +164,79 @@ def test_peer_client_against_our_server(
         if check["check"] == "initialize" and peer.reports_version and era not in check["detail"]:
             check.update(ok=False, detail=f"expected {era}, negotiated {check['detail']}")
     judge(cell, checks, CLIENT_CHECKS, log=err)
+
+
+# --- MCP Inspector's command line: one connection per check -------------------------------------
+
+# Resolved: the CLI runs only when started by its real path (it compares the two).
+INSPECTOR_CLI = (
+    ROOT
+    / ".cache/bench-node/node_modules/@modelcontextprotocol/inspector/clients/cli/build/index.js"
+).resolve()
+INSPECTOR_CHECKS = {
+    "tools/list": (["--method", "tools/list"], '"name": "trip"'),
+    "tools/call": (
+        ["--method", "tools/call", "--tool-name", "add", "--tool-arg", "a=2", "b=3"],
+        '"text": "5"',
+    ),
+    "prompt": (
+        ["--method", "prompts/get", "--prompt-name", "haiku", "--prompt-args", "topic=tea"],
+        "haiku about tea",
+    ),
+    "resource": (["--method", "resources/read", "--uri", "matrix://readme"], "matrix readme"),
+    "template": (["--method", "resources/read", "--uri", "matrix://items/7"], "item 7"),
+    "unknown tool": (["--method", "tools/call", "--tool-name", "nope"], "'nope' not found"),
+    "unknown resource": (
+        ["--method", "resources/read", "--uri", "matrix://missing"],
+        "Resource not found: matrix://missing",
+    ),
+}
+"""Each check: the Inspector's arguments and text its output must contain. Every run is a new
+connection, so an error path cannot be followed by a call on the same session here."""
+INSPECTOR_CELLS = [
+    pytest.param(transport, id=f"inspector-{transport}") for transport in ("stdio", "http")
+]
+
+
+def inspector(target: list[str], args: list[str], catalog: str) -> dict[str, object]:
+    """One Inspector CLI run; what it printed."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MCP_CATALOG_PATH": catalog}
+    done = subprocess.run(
+        [str(NODE), str(INSPECTOR_CLI), *target, *args],
+        capture_output=True,
+        text=True,
+        timeout=CELL_GUARD,
+        env=env,
+    )
+    return {"rc": done.returncode, "out": done.stdout + done.stderr}
+
+
+@pytest.mark.timeout(CELL_GUARD + 60)
+@pytest.mark.parametrize("transport", INSPECTOR_CELLS)
+def test_inspector_against_our_server(transport: str, tmp_path: Path) -> None:
+    assert INSPECTOR_CLI.exists(), f"MCP Inspector is missing at {INSPECTOR_CLI}: {INSTALL_HINT}"
+    cell = Cell(
+        f"MCP Inspector {INSPECTOR_VERSION}", "peer client -> mrtr server", transport, LEGACY
+    )
+    catalog = str(tmp_path / "catalog.json")  # not the user's ~/.mcp-inspector
+    checks = []
+
+    def run_all(target: list[str]) -> None:
+        for name, (args, wanted) in INSPECTOR_CHECKS.items():
+            said = inspector(target, args, catalog)
+            out = str(said["out"])
+            if name.startswith("unknown"):
+                # The server's JSON-RPC error, reaching the user as such (not as a failed POST).
+                ok = wanted in out and "Error POSTing" not in out
+            else:
+                ok = said["rc"] == 0 and wanted in out
+            checks.append({"check": name, "ok": ok, "detail": " ".join(out.split())[:400]})
+
+    if transport == "stdio":
+        run_all([our_python(), str(MATRIX_SERVER)])
+    else:
+        port = free_port()
+        server = [our_python(), str(MATRIX_SERVER), "http", str(port)]
+        with listening(server, port, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}):
+            run_all([f"http://127.0.0.1:{port}/mcp"])
+    judge(cell, checks, list(INSPECTOR_CHECKS))
