@@ -5,9 +5,12 @@ A Hypothesis state machine drives one real `mrtr serve --transport http` process
 memory, or a real `redis-server` with AOF) over raw HTTP, as several callers: it starts
 three-round MRTR flows, answers them, re-sends earlier rounds (duplicated and reordered), sends a
 flow's round as another caller, drops connections while a round runs and then retries it, opens
-legacy sessions and tries them as another caller, and (with Redis) stalls the store while a round
-runs. After every step it counts the effects the server's tools appended to a file outside the
-store, and checks that the server's memory stays bounded.
+legacy sessions and tries them as another caller, starts tasks (io.modelcontextprotocol/tasks)
+and polls, answers, fetches and cancels them, tries them as another caller (`tasks/get`,
+`tasks/update`, `tasks/cancel`: refused, nothing changes), and (with Redis) stalls the store
+while a round runs. After every step it counts the effects the server's tools appended to a file
+outside the store (each at most once; a completed flow's or task's exactly once; a task
+cancelled before its answer never), and checks that the server's memory stays bounded.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from hypothesis.stateful import (
 
 from loopback_process import free_port, stop, wait_listening
 from mrtr.protocol import meta as meta_keys
+from mrtr.protocol.tasks import EXTENSION_ID, TERMINAL_STATUSES
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,6 +168,24 @@ def modern_headers(caller: str, name: str) -> dict[str, str]:
     }
 
 
+def task_body(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A request of the tasks extension (or a `tools/call` that may become a task)."""
+    meta = {
+        meta_keys.PROTOCOL_VERSION: LATEST_PROTOCOL_VERSION,
+        meta_keys.CLIENT_INFO: {"name": "guarantees", "version": "1"},
+        meta_keys.CLIENT_CAPABILITIES: {
+            "elicitation": {"form": {}},
+            "extensions": {EXTENSION_ID: {}},
+        },
+    }
+    return {
+        "jsonrpc": "2.0",
+        "id": next(_ids),
+        "method": method,
+        "params": {**params, "_meta": meta},
+    }
+
+
 def decode(response: httpx.Response) -> dict[str, Any] | None:
     """The JSON-RPC message a response carries (the last one of an SSE stream), or None."""
     if response.headers.get("content-type", "").startswith("text/event-stream"):
@@ -208,6 +230,19 @@ class Flow:
         return {"flow": self.id, "pause_ms": PAUSE_MS if self.slow else 0}
 
 
+@dataclass
+class TaskFlow:
+    """What the model knows of one task: its effect is the line `<id> task`."""
+
+    id: str
+    caller: str
+    task_id: str
+    answered: bool = False  # its question got an answer from its caller
+    status: str = "working"  # the last status its caller saw
+    cancelled_unanswered: bool = False  # cancelled before any answer: its effect never runs
+    done: bool = False  # seen completed, with its result
+
+
 def answers_for(result: dict[str, Any]) -> dict[str, Any]:
     """The next round's `inputResponses` and `requestState` for an input_required result."""
     responses = {k: {"action": "accept", "content": {"ok": True}} for k in result["inputRequests"]}
@@ -229,6 +264,7 @@ class Guarantees(RuleBasedStateMachine):
 
     flows = Bundle("flows")
     sessions = Bundle("sessions")
+    tasks = Bundle("tasks")
 
     def __init__(self) -> None:
         super().__init__()
@@ -236,11 +272,16 @@ class Guarantees(RuleBasedStateMachine):
         self.known: list[Flow] = []
         self.notes: Counter[str] = Counter()  # legacy note flow -> calls answered with a result
         self.opened: list[tuple[str, str]] = []
+        self.tasks_started: list[TaskFlow] = []
 
     def teardown(self) -> None:
-        # Sessions are ended so that examples do not add up against the per-caller budget.
+        # Sessions and tasks are ended so that examples do not add up against the per-caller
+        # budgets.
         for session in self.opened:
             self.http.delete(self.deployment.url, headers=self.legacy_headers(*session))
+        for task in self.tasks_started:
+            if task.status not in TERMINAL_STATUSES:
+                self.task_request(task.caller, "tasks/cancel", {"taskId": task.task_id})
         self.http.close()
 
     # --- sending ---
@@ -429,6 +470,127 @@ class Guarantees(RuleBasedStateMachine):
         response = self.http.delete(self.deployment.url, headers=self.legacy_headers(*session))
         assert response.status_code in (200, 202, 204), response.text
 
+    # --- rules: tasks ---
+
+    def task_request(self, caller: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One request of (or creating) a task, as `caller`; its JSON-RPC answer."""
+        body = task_body(method, params)
+        name = params.get("taskId", params.get("name"))
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": LATEST_PROTOCOL_VERSION,
+            "Mcp-Method": method,
+            "Mcp-Name": str(name),
+            "x-test-user": caller,
+        }
+        response = self.http.post(self.deployment.url, json=body, headers=headers)
+        message = decode(response)
+        assert message is not None, f"HTTP {response.status_code} with no JSON-RPC answer"
+        assert message.get("id") == body["id"], message
+        return message
+
+    def task_status(self, task: TaskFlow) -> dict[str, Any]:
+        """`tasks/get` as the task's caller; the model follows what it says."""
+        message = self.task_request(task.caller, "tasks/get", {"taskId": task.task_id})
+        assert "result" in message, message
+        seen: dict[str, Any] = message["result"]
+        assert seen["taskId"] == task.task_id, seen
+        if task.status in TERMINAL_STATUSES:
+            assert seen["status"] == task.status, (task.status, seen)  # terminal stays
+        task.status = seen["status"]
+        if task.status == "completed":
+            assert seen["result"]["content"][0]["text"] == f"{task.id} task", seen
+            task.done = True
+        return seen
+
+    def task_until(self, task: TaskFlow, *statuses: str) -> dict[str, Any]:
+        """Poll `tasks/get` until the task is in one of `statuses` (bounded by GUARD)."""
+        deadline = time.monotonic() + GUARD
+        while True:
+            seen = self.task_status(task)
+            if seen["status"] in statuses:
+                return seen
+            assert time.monotonic() < deadline, f"task {task.id} stuck in {seen['status']}"
+            time.sleep(0.05)
+
+    @rule(target=tasks, caller=st.sampled_from(CALLERS), slow=st.booleans())
+    def start_task(self, caller: str, slow: bool) -> TaskFlow:
+        flow = uuid.uuid4().hex[:12]
+        arguments = {"flow": flow, "pause_ms": PAUSE_MS if slow else 0}
+        message = self.task_request(caller, "tools/call", {"name": "job", "arguments": arguments})
+        assert "result" in message, message
+        created = message["result"]
+        assert created["resultType"] == "task" and created["status"] == "working", created
+        task = TaskFlow(flow, caller, created["taskId"])
+        self.tasks_started.append(task)
+        return task
+
+    @rule(task=tasks)
+    def poll_task(self, task: TaskFlow) -> None:
+        self.task_status(task)
+
+    @rule(task=tasks)
+    def answer_task(self, task: TaskFlow) -> None:
+        """The caller answers the task's question once it is asked."""
+        if task.answered or task.status in TERMINAL_STATUSES:
+            return
+        seen = self.task_until(task, "input_required", *TERMINAL_STATUSES)
+        if seen["status"] != "input_required":
+            return
+        assert list(seen["inputRequests"]) == ["go"], seen
+        answer = {"go": {"action": "accept", "content": {"ok": True}}}
+        message = self.task_request(
+            task.caller, "tasks/update", {"taskId": task.task_id, "inputResponses": answer}
+        )
+        assert message.get("result", {}).get("resultType") == "complete", message
+        task.answered = True
+
+    @rule(task=tasks)
+    def fetch_task_result(self, task: TaskFlow) -> None:
+        """An answered task that nobody cancelled completes, with its result."""
+        if not task.answered or task.status in TERMINAL_STATUSES:
+            return
+        seen = self.task_until(task, *TERMINAL_STATUSES)
+        assert seen["status"] == "completed", seen
+
+    @rule(task=tasks)
+    def cancel_task(self, task: TaskFlow) -> None:
+        unanswered = not task.answered and task.status not in TERMINAL_STATUSES
+        message = self.task_request(task.caller, "tasks/cancel", {"taskId": task.task_id})
+        assert message.get("result", {}).get("resultType") == "complete", message
+        seen = self.task_until(task, *TERMINAL_STATUSES)
+        if unanswered:
+            assert seen["status"] == "cancelled", seen
+            task.cancelled_unanswered = True
+
+    @rule(
+        task=tasks,
+        other=st.sampled_from(CALLERS),
+        method=st.sampled_from(["tasks/get", "tasks/update", "tasks/cancel"]),
+    )
+    def task_as_another_caller(self, task: TaskFlow, other: str, method: str) -> None:
+        """Another caller cannot see, answer or cancel a task: it does not exist for them."""
+        if other == task.caller:
+            return
+        waiting = not task.answered and task.status not in TERMINAL_STATUSES
+        if waiting:  # so that an answer or a cancel by the intruder would show
+            waiting = self.task_until(task, "input_required", *TERMINAL_STATUSES)["status"] == (
+                "input_required"
+            )
+        answer = {"go": {"action": "accept", "content": {"ok": True}}}
+        params = {"taskId": task.task_id, "inputResponses": answer}
+        message = self.task_request(other, method, params)
+        assert message.get("error", {}).get("code") == -32602, message
+        assert task.task_id in message["error"]["message"], message
+        before = task.status
+        seen = self.task_status(task)
+        if before not in TERMINAL_STATUSES:
+            assert seen["status"] != "cancelled", seen
+        if waiting:
+            assert seen["status"] == "input_required", seen
+            assert self.deployment.effect_counts()[(task.id, "task")] == 0
+
     # --- what must hold after every step ---
 
     @invariant()
@@ -442,6 +604,13 @@ class Guarantees(RuleBasedStateMachine):
                 assert (reserve, commit) == (1, 1), (flow.id, reserve, commit)
         for flow, answered in self.notes.items():
             assert counts[(flow, "note")] == answered, flow
+        for task in self.tasks_started:
+            ran = counts[(task.id, "task")]
+            assert ran <= 1, f"task {task.id} ran its effect {ran} times"
+            if task.done:
+                assert ran == 1, f"task {task.id} completed with its effect run {ran} times"
+            if task.cancelled_unanswered:
+                assert ran == 0, f"task {task.id} ran its effect after a cancel before any answer"
 
     @invariant()
     def memory_bounded(self) -> None:

@@ -5,6 +5,7 @@ Each effect is one line `<flow> <kind> <pid>` appended to the file named by `MRT
 (one O_APPEND write, so concurrent processes never interleave lines), so a test counts how many
 times each flow's effects ran, whatever the server answered. The caller is the `x-test-user`
 header; the key and the store come from the `MRTR_*` variables (`MRTR_STORE_URL` for Redis).
+`job` becomes a task when its request declares the tasks extension.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from mrtr import RequestContext, Server
+from mrtr import RequestContext, Server, TaskSettings
 from mrtr.settings import server_options
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -49,6 +50,18 @@ async def transfer(ctx: RequestContext, flow: str, pause_ms: int = 0) -> dict[st
     await asyncio.sleep(max(0, min(pause_ms, 2000)) / 1000)
     committed = record(flow, "commit")
     return {"reserved": reserved, "committed": committed}
+
+
+@server.tool(task=TaskSettings("optional", start_after=None, lease=3.0))
+async def job(ctx: RequestContext, flow: str, pause_ms: int = 0) -> str:
+    """A task (with the tasks extension) that asks one question through the task, pauses,
+    then takes one effect: it must run at most once, and exactly once if the task completed."""
+    await ctx.run_as_task()
+    answer = await ctx.elicit(f"{flow}: go?", CONFIRM, key="go")
+    if answer.action != "accept":
+        return "declined"
+    await asyncio.sleep(max(0, min(pause_ms, 2000)) / 1000)
+    return record(flow, "task")
 
 
 @server.tool()
