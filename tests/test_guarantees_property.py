@@ -1,13 +1,23 @@
 """Property: whatever order messages come in, each side effect runs at most once, each completed
-flow's effects exactly once, and no caller reaches another's flow or session.
+flow's effects exactly once, and no caller reaches another's flow, session or task.
 
-A Hypothesis state machine drives one real `mrtr serve --transport http` process (its store in
-memory, or a real `redis-server` with AOF) over raw HTTP, as several callers: it starts
-three-round MRTR flows, answers them, re-sends earlier rounds (duplicated and reordered), sends a
-flow's round as another caller, drops connections while a round runs and then retries it, opens
-legacy sessions and tries them as another caller, and (with Redis) stalls the store while a round
-runs. After every step it counts the effects the server's tools appended to a file outside the
-store, and checks that the server's memory stays bounded.
+A Hypothesis state machine drives real `mrtr serve --transport http` processes over raw HTTP, as
+several callers: one process with its store in memory, or two sharing a real `redis-server` (AOF
+on), requests taking turns between them. It starts three-round MRTR flows, answers them,
+re-sends earlier rounds (duplicated and reordered), sends a flow's round as another caller, drops
+connections while a round runs and then retries it, opens legacy sessions and tries them as
+another caller, starts tasks (io.modelcontextprotocol/tasks) and polls, answers, fetches and
+cancels them, tries them as another caller (`tasks/get`, `tasks/update`, `tasks/cancel`: refused,
+nothing changes), and with Redis stalls the store while a round runs and kills -9 one instance
+while it runs a flow's last round (restarted on its port; the flow goes on on the other: it
+completes, or its commit, inside a `once`, is refused as "effect_uncertain"). After every step it
+counts the effects the server's tools appended to a file outside the store (each at most once; a
+completed flow's or task's exactly once; a task cancelled before its answer never), and checks
+that the servers' memory stays bounded.
+
+Size: 30 examples with the memory store and 12 with Redis, 15 steps each, at most one kill per
+example; measured 9-18 s and 39-80 s on a loaded 2-core machine (load average 3-6), under the
+120 s per-test timeout.
 """
 
 from __future__ import annotations
@@ -44,9 +54,11 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from redis import Redis
 
 from loopback_process import free_port, stop, wait_listening
 from mrtr.protocol import meta as meta_keys
+from mrtr.protocol.tasks import EXTENSION_ID, TERMINAL_STATUSES
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,6 +68,7 @@ LEGACY_VERSION = "2025-11-25"
 CALLERS = ("alice", "bob", "carol")
 PAUSE_MS = 300  # how long a "slow" flow's last round runs before its effect
 STALL = 1.5  # seconds the store is stopped for (longer than the store's 1 s timeout)
+KILLS_PER_EXAMPLE = 1  # an instance killed and restarted costs a process start: kept rare
 RSS_CEILING = 400 * 1024 * 1024  # far above what these few flows need; a leak crosses it
 _ids = itertools.count(1)
 
@@ -65,16 +78,65 @@ _ids = itertools.count(1)
 
 @dataclass
 class Deployment:
-    """One server process, its effects file, and the redis-server behind it (if any)."""
+    """The server processes (one with the memory store, two sharing the redis-server with
+    Redis), their effects file, and the redis-server (if any). Requests take turns among the
+    instances, as a load balancer would spread them."""
 
-    port: int
-    process: subprocess.Popen[bytes]
-    effects: Path
+    directory: Path
+    env: dict[str, str]
+    ports: list[int]
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     redis: subprocess.Popen[bytes] | None = None
+    turn: Iterator[int] = field(default_factory=itertools.count)
+
+    @property
+    def effects(self) -> Path:
+        return Path(self.env["MRTR_TEST_EFFECTS"])
+
+    def pick(self) -> int:
+        """The instance the next request goes to."""
+        return next(self.turn) % len(self.ports)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
+        return f"http://127.0.0.1:{self.ports[self.pick()]}/mcp"
+
+    @property
+    def port(self) -> int:
+        return self.ports[self.pick()]
+
+    def start(self, index: int) -> None:
+        """Start instance `index` on its port and return once it listens."""
+        self.spawn(index)
+        self.wait_listening(index)
+
+    def wait_listening(self, index: int) -> None:
+        log = self.directory / f"server-{self.ports[index]}.log"
+        wait_listening(
+            self.ports[index], self.processes[index], describe=lambda: log.read_text()[-2000:]
+        )
+
+    def spawn(self, index: int) -> None:
+        """Start instance `index` on its port."""
+        port = self.ports[index]
+        log = self.directory / f"server-{port}.log"
+        with log.open("ab") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "mrtr", "serve", TARGET, "--transport", "http",
+                 "--host", "127.0.0.1", "--port", str(port)],
+                stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=ROOT,
+            )  # fmt: skip
+        if index < len(self.processes):
+            self.processes[index] = process
+        else:
+            self.processes.append(process)
+
+    def kill(self, index: int) -> str:
+        """kill -9 instance `index`; the id its rounds carry in the store."""
+        process = self.processes[index]
+        process.kill()
+        process.wait(GUARD)
+        return (self.directory / "process-ids" / str(process.pid)).read_text()
 
     def effect_counts(self) -> Counter[tuple[str, str]]:
         """(flow, kind) -> how many times that effect ran."""
@@ -85,8 +147,8 @@ class Deployment:
                 counts[(flow, kind)] += 1
         return counts
 
-    def rss(self) -> int:
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+    def rss(self, process: subprocess.Popen[bytes]) -> int:
+        for line in Path(f"/proc/{process.pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
         raise AssertionError("the server process has no VmRSS")
@@ -109,30 +171,29 @@ def _start_redis(directory: str) -> tuple[subprocess.Popen[bytes], int]:
 
 @contextlib.contextmanager
 def deployment(store: str) -> Iterator[Deployment]:
-    directory = tempfile.mkdtemp(prefix="mrtr-guarantees-")
+    directory = Path(tempfile.mkdtemp(prefix="mrtr-guarantees-"))
+    (directory / "process-ids").mkdir()
     env = {
         **os.environ,
-        "MRTR_TEST_EFFECTS": str(Path(directory) / "effects"),
+        "MRTR_TEST_EFFECTS": str(directory / "effects"),
+        "MRTR_TEST_PROCESS_IDS": str(directory / "process-ids"),
         "MRTR_REQUEST_STATE_KEY": "k" * 32,
         "MRTR_LOG_LEVEL": "error",
     }
     redis = None
+    instances = 1
     if store == "redis":
-        redis, redis_port = _start_redis(directory)
+        redis, redis_port = _start_redis(str(directory))
         env["MRTR_STORE_URL"] = f"redis://127.0.0.1:{redis_port}/0"
-    port = free_port()
-    log = Path(directory) / "server.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "mrtr", "serve", TARGET, "--transport", "http",
-             "--host", "127.0.0.1", "--port", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
-        )  # fmt: skip
+        instances = 2
+    running = Deployment(directory, env, [free_port() for _ in range(instances)], redis=redis)
     try:
-        wait_listening(port, process, describe=lambda: log.read_text()[-2000:])
-        yield Deployment(port, process, Path(env["MRTR_TEST_EFFECTS"]), redis)
+        for index in range(instances):
+            running.start(index)
+        yield running
     finally:
-        stop(process)
+        for process in running.processes:
+            stop(process)
         if redis is not None:
             with contextlib.suppress(ProcessLookupError):
                 redis.send_signal(signal.SIGCONT)
@@ -161,6 +222,24 @@ def modern_headers(caller: str, name: str) -> dict[str, str]:
         "Mcp-Method": "tools/call",
         "Mcp-Name": name,
         "x-test-user": caller,
+    }
+
+
+def task_body(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A request of the tasks extension (or a `tools/call` that may become a task)."""
+    meta = {
+        meta_keys.PROTOCOL_VERSION: LATEST_PROTOCOL_VERSION,
+        meta_keys.CLIENT_INFO: {"name": "guarantees", "version": "1"},
+        meta_keys.CLIENT_CAPABILITIES: {
+            "elicitation": {"form": {}},
+            "extensions": {EXTENSION_ID: {}},
+        },
+    }
+    return {
+        "jsonrpc": "2.0",
+        "id": next(_ids),
+        "method": method,
+        "params": {**params, "_meta": meta},
     }
 
 
@@ -199,19 +278,52 @@ class Flow:
     id: str
     caller: str
     slow: bool
+    guarded: bool  # its commit runs inside a `once`
     sent: list[dict[str, Any]] = field(default_factory=list)  # params of rounds 2.. as sent
     pending: dict[str, Any] | None = None  # the next round's params, once known
     done: bool = False
+    uncertain: bool = False  # refused as "effect_uncertain" after a crash: may have committed
 
     @property
     def arguments(self) -> dict[str, Any]:
-        return {"flow": self.id, "pause_ms": PAUSE_MS if self.slow else 0}
+        return {"flow": self.id, "pause_ms": PAUSE_MS if self.slow else 0, "guarded": self.guarded}
+
+
+@dataclass
+class TaskFlow:
+    """What the model knows of one task: its effect is the line `<id> task`."""
+
+    id: str
+    caller: str
+    task_id: str
+    answered: bool = False  # its question got an answer from its caller
+    status: str = "working"  # the last status its caller saw
+    cancelled_unanswered: bool = False  # cancelled before any answer: its effect never runs
+    orphaned: bool = False  # live when an instance was killed: it may have been running there
+    done: bool = False  # seen completed, with its result
 
 
 def answers_for(result: dict[str, Any]) -> dict[str, Any]:
     """The next round's `inputResponses` and `requestState` for an input_required result."""
     responses = {k: {"action": "accept", "content": {"ok": True}} for k in result["inputRequests"]}
     return {"inputResponses": responses, "requestState": result["requestState"]}
+
+
+def is_effect_uncertain(message: dict[str, Any]) -> bool:
+    """The answer to a round whose `once` began on a process that died and never reported."""
+    error = message.get("error") or {}
+    data = error.get("data") or {}
+    return error.get("code") == -32603 and data.get("reason") == "effect_uncertain"
+
+
+def send_only(port: int, body: dict[str, Any], headers: dict[str, str]) -> socket.socket:
+    """Send one POST and leave the connection open, its answer unread."""
+    payload = json.dumps(body).encode()
+    head = ["POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{port}", f"Content-Length: {len(payload)}"]
+    head += [f"{k}: {v}" for k, v in headers.items()]
+    sock = socket.create_connection(("127.0.0.1", port), timeout=GUARD)
+    sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
+    return sock
 
 
 def is_retryable(response: httpx.Response, message: dict[str, Any] | None) -> bool:
@@ -229,6 +341,7 @@ class Guarantees(RuleBasedStateMachine):
 
     flows = Bundle("flows")
     sessions = Bundle("sessions")
+    tasks = Bundle("tasks")
 
     def __init__(self) -> None:
         super().__init__()
@@ -236,21 +349,28 @@ class Guarantees(RuleBasedStateMachine):
         self.known: list[Flow] = []
         self.notes: Counter[str] = Counter()  # legacy note flow -> calls answered with a result
         self.opened: list[tuple[str, str]] = []
+        self.tasks_started: list[TaskFlow] = []
+        self.kills = 0
 
     def teardown(self) -> None:
-        # Sessions are ended so that examples do not add up against the per-caller budget.
+        # Sessions and tasks are ended so that examples do not add up against the per-caller
+        # budgets.
         for session in self.opened:
             self.http.delete(self.deployment.url, headers=self.legacy_headers(*session))
+        for task in self.tasks_started:
+            if task.status not in TERMINAL_STATUSES:
+                self.task_request(task.caller, "tasks/cancel", {"taskId": task.task_id})
         self.http.close()
 
     # --- sending ---
 
     def send_round(
-        self, flow: Flow, params: dict[str, Any], caller: str | None = None
+        self, flow: Flow, params: dict[str, Any], caller: str | None = None, port: int = 0
     ) -> tuple[httpx.Response, dict[str, Any] | None]:
         body = modern_body("transfer", flow.arguments, params)
         headers = modern_headers(caller or flow.caller, "transfer")
-        response = self.http.post(self.deployment.url, json=body, headers=headers)
+        url = f"http://127.0.0.1:{port}/mcp" if port else self.deployment.url
+        response = self.http.post(url, json=body, headers=headers)
         message = decode(response)
         assert message is not None, f"HTTP {response.status_code} with no JSON-RPC answer"
         assert message.get("id") == body["id"], message
@@ -275,9 +395,12 @@ class Guarantees(RuleBasedStateMachine):
 
     # --- rules: modern flows ---
 
-    @rule(target=flows, caller=st.sampled_from(CALLERS), slow=st.booleans())
-    def start(self, caller: str, slow: bool) -> Flow:
-        flow = Flow(uuid.uuid4().hex[:12], caller, slow)
+    @rule(target=flows, caller=st.sampled_from(CALLERS), slow=st.booleans(), guarded=st.booleans())
+    def start(self, caller: str, slow: bool, guarded: bool) -> Flow:
+        return self.new_flow(caller, slow, guarded)
+
+    def new_flow(self, caller: str, slow: bool, guarded: bool) -> Flow:
+        flow = Flow(uuid.uuid4().hex[:12], caller, slow, guarded)
         self.known.append(flow)
         _response, message = self.send_round(flow, {})
         assert message is not None and "result" in message, message
@@ -311,10 +434,12 @@ class Guarantees(RuleBasedStateMachine):
         """A flow's next round, sent by someone else, is refused and changes nothing."""
         if other == flow.caller or flow.pending is None:
             return
-        before = self.deployment.effect_counts()
+        # Only this flow's effects: an answered task may take its effect meanwhile.
+        mine = [(flow.id, "reserve"), (flow.id, "commit")]
+        before = [self.deployment.effect_counts()[effect] for effect in mine]
         _response, message = self.send_round(flow, flow.pending, caller=other)
         assert message is not None and "error" in message, message
-        assert self.deployment.effect_counts() == before
+        assert [self.deployment.effect_counts()[effect] for effect in mine] == before
 
     @rule(flow=flows)
     def drop_then_retry(self, flow: Flow) -> None:
@@ -352,6 +477,57 @@ class Guarantees(RuleBasedStateMachine):
         assert is_retryable(response, message), (response.status_code, message)
         _response, message = self.send_round(flow, params)
         assert message is not None and "result" in message, message
+        self.take(flow, params, message)
+
+    @precondition(lambda self: len(self.deployment.ports) > 1 and self.kills < KILLS_PER_EXAMPLE)
+    @rule(data=st.data(), victim=st.integers(0, 1))
+    def kill_instance(self, data: st.DataObject, victim: int) -> None:
+        """kill -9 of one instance while it runs a round of a flow that commits in a `once`
+        (one in progress, or a new one brought to its last round); the instance restarts on
+        its port. The flow goes on on either instance: the round completes, or (its `once`
+        began and never reported) is refused as "effect_uncertain", which leaves the commit
+        at most once. Tasks live at the time may have been running there."""
+        self.kills += 1
+        running = self.deployment
+        candidates = [f for f in self.known if f.guarded and f.pending is not None]
+        if candidates:
+            flow = data.draw(st.sampled_from(candidates))
+        else:
+            flow = self.new_flow(data.draw(st.sampled_from(CALLERS)), slow=True, guarded=True)
+            self.answer(flow)
+        params = flow.pending
+        assert params is not None
+        body = modern_body("transfer", flow.arguments, params)
+        sock = send_only(running.ports[victim], body, modern_headers(flow.caller, "transfer"))
+        try:
+            time.sleep(PAUSE_MS / 3000)  # the round has begun running when the process dies
+            dead = running.kill(victim)
+        finally:
+            sock.close()
+        # End the dead process's liveness now, as the key's expiry would LIVENESS_TTL later, so
+        # that a retry takes its round over at once.
+        store = Redis.from_url(running.env["MRTR_STORE_URL"])
+        try:
+            store.delete(f"mrtr/alive/{dead}")
+        finally:
+            store.close()
+        for task in self.tasks_started:
+            if task.status not in TERMINAL_STATUSES:
+                task.orphaned = True
+        # The retry goes to the other instance while this one restarts.
+        running.spawn(victim)
+        survivor = running.ports[1 - victim]
+        response, message = self.send_round(flow, params, port=survivor)
+        assert message is not None
+        if is_retryable(response, message):
+            response, message = self.send_round(flow, params, port=survivor)
+            assert message is not None
+        running.wait_listening(victim)
+        if is_effect_uncertain(message):
+            flow.uncertain = True
+            flow.pending = None
+            return
+        assert "result" in message, message
         self.take(flow, params, message)
 
     # --- rules: legacy sessions ---
@@ -429,6 +605,132 @@ class Guarantees(RuleBasedStateMachine):
         response = self.http.delete(self.deployment.url, headers=self.legacy_headers(*session))
         assert response.status_code in (200, 202, 204), response.text
 
+    # --- rules: tasks ---
+
+    def task_request(self, caller: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One request of (or creating) a task, as `caller`; its JSON-RPC answer."""
+        body = task_body(method, params)
+        name = params.get("taskId", params.get("name"))
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": LATEST_PROTOCOL_VERSION,
+            "Mcp-Method": method,
+            "Mcp-Name": str(name),
+            "x-test-user": caller,
+        }
+        response = self.http.post(self.deployment.url, json=body, headers=headers)
+        message = decode(response)
+        assert message is not None, f"HTTP {response.status_code} with no JSON-RPC answer"
+        assert message.get("id") == body["id"], message
+        return message
+
+    def task_status(self, task: TaskFlow) -> dict[str, Any]:
+        """`tasks/get` as the task's caller; the model follows what it says."""
+        message = self.task_request(task.caller, "tasks/get", {"taskId": task.task_id})
+        assert "result" in message, message
+        seen: dict[str, Any] = message["result"]
+        assert seen["taskId"] == task.task_id, seen
+        if task.status in TERMINAL_STATUSES:
+            assert seen["status"] == task.status, (task.status, seen)  # terminal stays
+        task.status = seen["status"]
+        if task.status == "completed":
+            assert seen["result"]["content"][0]["text"].startswith(f"{task.id} task "), seen
+            task.done = True
+        return seen
+
+    def task_until(self, task: TaskFlow, *statuses: str) -> dict[str, Any]:
+        """Poll `tasks/get` until the task is in one of `statuses` (bounded by GUARD)."""
+        deadline = time.monotonic() + GUARD
+        while True:
+            seen = self.task_status(task)
+            if seen["status"] in statuses:
+                return seen
+            assert time.monotonic() < deadline, f"task {task.id} stuck in {seen['status']}"
+            time.sleep(0.05)
+
+    @rule(target=tasks, caller=st.sampled_from(CALLERS), slow=st.booleans())
+    def start_task(self, caller: str, slow: bool) -> TaskFlow:
+        flow = uuid.uuid4().hex[:12]
+        arguments = {"flow": flow, "pause_ms": PAUSE_MS if slow else 0}
+        message = self.task_request(caller, "tools/call", {"name": "job", "arguments": arguments})
+        assert "result" in message, message
+        created = message["result"]
+        assert created["resultType"] == "task" and created["status"] == "working", created
+        task = TaskFlow(flow, caller, created["taskId"])
+        self.tasks_started.append(task)
+        return task
+
+    @rule(task=tasks)
+    def poll_task(self, task: TaskFlow) -> None:
+        self.task_status(task)
+
+    @rule(task=tasks)
+    def answer_task(self, task: TaskFlow) -> None:
+        """The caller answers the task's question once it is asked."""
+        if task.answered or task.status in TERMINAL_STATUSES:
+            return
+        seen = self.task_until(task, "input_required", *TERMINAL_STATUSES)
+        if seen["status"] != "input_required":
+            return
+        assert list(seen["inputRequests"]) == ["go"], seen
+        answer = {"go": {"action": "accept", "content": {"ok": True}}}
+        message = self.task_request(
+            task.caller, "tasks/update", {"taskId": task.task_id, "inputResponses": answer}
+        )
+        if task.orphaned and "error" in message:  # its instance died: it is failed by now
+            assert self.task_status(task)["status"] == "failed", message
+            return
+        assert message.get("result", {}).get("resultType") == "complete", message
+        task.answered = True
+
+    @rule(task=tasks)
+    def fetch_task_result(self, task: TaskFlow) -> None:
+        """An answered task that nobody cancelled completes, with its result."""
+        if not task.answered or task.status in TERMINAL_STATUSES:
+            return
+        seen = self.task_until(task, *TERMINAL_STATUSES)
+        expected = {"completed", "failed"} if task.orphaned else {"completed"}
+        assert seen["status"] in expected, seen
+
+    @rule(task=tasks)
+    def cancel_task(self, task: TaskFlow) -> None:
+        unanswered = not task.answered and task.status not in TERMINAL_STATUSES
+        message = self.task_request(task.caller, "tasks/cancel", {"taskId": task.task_id})
+        assert message.get("result", {}).get("resultType") == "complete", message
+        seen = self.task_until(task, *TERMINAL_STATUSES)
+        if unanswered:
+            expected = {"cancelled", "failed"} if task.orphaned else {"cancelled"}
+            assert seen["status"] in expected, seen
+            task.cancelled_unanswered = True
+
+    @rule(
+        task=tasks,
+        other=st.sampled_from(CALLERS),
+        method=st.sampled_from(["tasks/get", "tasks/update", "tasks/cancel"]),
+    )
+    def task_as_another_caller(self, task: TaskFlow, other: str, method: str) -> None:
+        """Another caller cannot see, answer or cancel a task: it does not exist for them."""
+        if other == task.caller:
+            return
+        waiting = not (task.answered or task.orphaned) and task.status not in TERMINAL_STATUSES
+        if waiting:  # so that an answer or a cancel by the intruder would show
+            waiting = self.task_until(task, "input_required", *TERMINAL_STATUSES)["status"] == (
+                "input_required"
+            )
+        answer = {"go": {"action": "accept", "content": {"ok": True}}}
+        params = {"taskId": task.task_id, "inputResponses": answer}
+        message = self.task_request(other, method, params)
+        assert message.get("error", {}).get("code") == -32602, message
+        assert task.task_id in message["error"]["message"], message
+        before = task.status
+        seen = self.task_status(task)
+        if before not in TERMINAL_STATUSES:
+            assert seen["status"] != "cancelled", seen
+        if waiting:
+            assert seen["status"] == "input_required", seen
+            assert self.deployment.effect_counts()[(task.id, "task")] == 0
+
     # --- what must hold after every step ---
 
     @invariant()
@@ -442,16 +744,24 @@ class Guarantees(RuleBasedStateMachine):
                 assert (reserve, commit) == (1, 1), (flow.id, reserve, commit)
         for flow, answered in self.notes.items():
             assert counts[(flow, "note")] == answered, flow
+        for task in self.tasks_started:
+            ran = counts[(task.id, "task")]
+            assert ran <= 1, f"task {task.id} ran its effect {ran} times"
+            if task.done:
+                assert ran == 1, f"task {task.id} completed with its effect run {ran} times"
+            if task.cancelled_unanswered:
+                assert ran == 0, f"task {task.id} ran its effect after a cancel before any answer"
 
     @invariant()
     def memory_bounded(self) -> None:
-        assert self.deployment.process.poll() is None, "the server exited"
-        assert self.deployment.rss() < RSS_CEILING
+        for process in self.deployment.processes:
+            assert process.poll() is None, "a server exited"
+            assert self.deployment.rss(process) < RSS_CEILING
 
 
 # --- the tests -------------------------------------------------------------------------------
 
-EXAMPLES = {"memory": 30, "redis": 20}
+EXAMPLES = {"memory": 30, "redis": 12}
 
 
 @pytest.mark.parametrize("store", ["memory", "redis"])
