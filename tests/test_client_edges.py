@@ -1,6 +1,7 @@
 """The client at its edges, against real servers on loopback: an error that talks about a
 session is the tool's answer (never an era verdict that sends the call again);
-`request_timeout` bounds each round of a call; a redirect is never followed; a legacy stdio
+`request_timeout` bounds each round of a call; a redirect to another origin is never followed
+(one within the same origin is, once); a legacy stdio
 server is probed once per command, not on every connection; `protocol="modern"` against a
 legacy-only server says so, naming its revisions."""
 
@@ -17,7 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
-from mrtr import Client, ClientOptions
+from mrtr import Client, ClientOptions, Server
 from mrtr.client import era as eras
 from mrtr.client.options import Protocol
 from mrtr.protocol.errors import (
@@ -175,6 +176,42 @@ async def test_a_legacy_session_follows_no_redirect_on_post_get_or_delete() -> N
     assert other.hits == []
     assert {method for method, _ in moved.hits} == {"POST", "GET", "DELETE"}
     assert raised.value.code == HTTP_ERROR and "redirects to" in raised.value.message
+
+
+@pytest.mark.parametrize("status", [307, 308])
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
+async def test_a_redirect_within_the_same_origin_is_followed_once_and_kept(
+    status: int, protocol: Protocol
+) -> None:
+    # A framework that mounts the endpoint at `/mcp/` redirects `/mcp` there (mcp 1.10's
+    # servers do): the same server, so the request and its headers may follow.
+    server = Server("moved")
+
+    @server.tool()
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    app = server.asgi_app()
+    redirected: list[str] = []
+
+    async def slash(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/mcp":
+            redirected.append(scope["method"])
+            headers = [(b"location", b"/mcp/"), (b"content-length", b"0")]
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        if scope["type"] == "http":
+            scope = {**scope, "path": "/mcp", "raw_path": b"/mcp"}
+        await app(scope, receive, send)
+
+    async with serve(slash) as base:
+        options = ClientOptions(protocol=protocol)
+        async with Client.http(f"{base}/mcp", options=options) as client:
+            first = await client.call_tool("add", {"a": 1, "b": 2})
+            second = await client.call_tool("add", {"a": 2, "b": 2})
+    assert [first.content[0].text, second.content[0].text] == ["3", "4"]  # type: ignore[union-attr]
+    assert redirected == ["POST"]  # once: the client keeps the address it was sent to
 
 
 # --- the era, cached per stdio command ----------------------------------------------------------

@@ -9,19 +9,6 @@ passing is not taken for a fix.
 
 from __future__ import annotations
 
-from cells_names import ERROR_PATH_CHECKS
-
-LEGACY_HTTP_STATUS = (
-    "ours, issue 28 item 1: on a legacy HTTP session a JSON-RPC error goes out with HTTP 400/404; "
-    "the client raises on the status and loses the session"
-)
-NO_SSE_SERVER = "ours, issue 28 item 2: the server has no HTTP+SSE transport (2024-11-05) yet"
-NO_SSE_CLIENT = (
-    "ours, issue 28 item 2: the client does not fall back to HTTP+SSE (2024-11-05): "
-    "its POST to the /sse URL gets 404 or 405"
-)
-
-
 TS_PROGRESS_RACE = (
     "peer race, TypeScript SDK (1.x and 2.x): notifications are dispatched a microtask later "
     "than responses, so progress that arrives in the same read as the result finds its handler "
@@ -58,23 +45,6 @@ def every(checks: list[str], reason: str) -> dict[str, str]:
 
 
 KNOWN_FAILURES: dict[str, dict[str, str]] = {
-    # mcp 1.x's streamablehttp_client (and FastMCP 3 on it) raises on the HTTP status.
-    **{
-        f"{peer} | peer client -> mrtr server | http | 2025-11-25": every(
-            ERROR_PATH_CHECKS, LEGACY_HTTP_STATUS
-        )
-        for peer in ("mcp 1.30.0", "fastmcp 3.4.11")
-    },
-    **{
-        f"{peer} | peer client -> mrtr server | sse | 2025-11-25": {WHOLE_CELL: NO_SSE_SERVER}
-        for peer in (
-            "mcp 1.30.0",
-            "fastmcp 3.4.11",
-            "fastmcp 4.2.3",
-            "TypeScript SDK 1.32.2",
-            "TypeScript client 2.4.0",
-        )
-    },
     "mcp 2.3.0 | mrtr client -> peer server | stdio | 2025-11-25": {
         "elicit": MCP2_MRTR_TOOL_ON_LEGACY
     },
@@ -84,30 +54,17 @@ KNOWN_FAILURES: dict[str, dict[str, str]] = {
             "progress and logs": TS_PROGRESS_RACE
         }
         for peer in ("TypeScript SDK 1.32.2", "TypeScript client 2.4.0")
-        for transport in ("stdio", "http")
+        for transport in ("stdio", "http", "sse")
         for era in ("2025-11-25", "2026-07-28")
-    },
-    "TypeScript client 2.4.0 | peer client -> mrtr server | http | 2025-11-25": {
-        "progress and logs": TS_PROGRESS_RACE,
-        **every(["unknown tool", "unknown resource", "unknown method"], LEGACY_HTTP_STATUS),
-    },
-    "MCP Inspector 2.12.0 | peer client -> mrtr server | http | 2025-11-25": {
-        "unknown resource": LEGACY_HTTP_STATUS
     },
     "TypeScript client 2.4.0 | peer client -> mrtr server | http | 2026-07-28": {
         "progress and logs": TS_PROGRESS_RACE,
         "unknown method": TS2_404_BODY,
     },
     **{
-        f"{peer} | {direction} -> peer server | sse | 2025-11-25": {WHOLE_CELL: NO_SSE_CLIENT}
-        for peer in ("mcp 1.30.0", "fastmcp 3.4.11", "server-everything 2026.8.31")
-        for direction in ("mrtr client", "mrtr call")
-    },
-    **{
-        f"mcp 1.3.0 | {direction} -> peer server | {transport} | 2024-11-05": {
-            WHOLE_CELL: NO_SSE_CLIENT if transport == "sse" else PROBE_KILLS_OLD_SERVER
+        f"mcp 1.3.0 | {direction} -> peer server | stdio | 2024-11-05": {
+            WHOLE_CELL: PROBE_KILLS_OLD_SERVER
         }
         for direction in ("mrtr client", "mrtr call")
-        for transport in ("stdio", "sse")
     },
 }

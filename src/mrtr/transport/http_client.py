@@ -125,6 +125,15 @@ class _NotConnected(Exception):
     """The connection could not be opened: nothing was sent."""
 
 
+class _Moved(Exception):
+    """A 307 or 308 to another path of the same origin (a framework's `/mcp` -> `/mcp/`, say):
+    the endpoint is `url` from now on, and the request is sent there unchanged."""
+
+    def __init__(self, url: URL) -> None:
+        super().__init__(str(url))
+        self.url = url
+
+
 #: HTTP statuses with which a server refuses a request it never took up, whatever the era.
 _NOT_TAKEN_UP = frozenset({408, 413, 429})
 
@@ -139,6 +148,7 @@ class _TurnedAway(Exception):
         self.answer = answer
 
 
+_MAX_MOVES = 3  # same-origin redirects followed for one request
 _HEADER_CACHE_SIZE = 1024  # distinct (method, name, version) header blocks kept
 _SSE = "text/event-stream"
 _MAX_SERVER_REQUESTS = 64  # server requests of one session answered at once; more are dropped
@@ -476,10 +486,21 @@ class HTTPTransport:
         exempt = bounded or method == "subscriptions/listen" or self._timeout <= 0
         limit = None if exempt else self._timeout
         sent = message
-        refused = reissued = turned_away = 0
+        refused = reissued = turned_away = moved = 0
         while True:
             try:
                 answer = await self._exchange(session, sent, method, headers, limit, legacy)
+            except _Moved as exc:
+                moved += 1
+                if moved > _MAX_MOVES:
+                    raise McpError(
+                        HTTP_ERROR,
+                        f"{method}: {self.url} redirected more than {_MAX_MOVES} times",
+                        {"location": str(exc.url)[:2000]},
+                    ) from None
+                logger.info("%s: %s moved to %s (same origin); using it", method, self.url, exc.url)
+                self.url = exc.url
+                continue  # answered by a redirect: nothing ran, the same request goes there
             except _TurnedAway as exc:
                 turned_away += 1
                 if turned_away >= refusal.ATTEMPTS:
@@ -544,6 +565,10 @@ class HTTPTransport:
                     status = response.status
                     if status == 404 and legacy is not None and legacy.session_id is not None:
                         raise self._session_expired(legacy, method)
+                    if status in (307, 308):
+                        target = _same_origin_location(response)
+                        if target is not None:
+                            raise _Moved(target)
                     if method == "initialize":
                         self._initialize_status = status
                         session_id = _session_id_of(response) if 200 <= status < 300 else None
@@ -1204,9 +1229,26 @@ def _http_error(response: aiohttp.ClientResponse, body: bytes, method: str) -> M
     return McpError(HTTP_ERROR, message, data)
 
 
+def _same_origin_location(response: aiohttp.ClientResponse) -> URL | None:
+    """Where a 307/308 points, when that is the same origin (scheme, host and port) as the
+    request: such a redirect keeps the request and its headers with the server that already
+    had them, so it is followed. Any other is refused (`_redirected`)."""
+    location = response.headers.get("Location")
+    if not location:
+        return None
+    try:
+        target = response.url.join(URL(location))
+    except ValueError:
+        return None
+    here = response.url
+    if (target.scheme, target.host, target.port) != (here.scheme, here.host, here.port):
+        return None
+    return target
+
+
 def _redirected(response: aiohttp.ClientResponse, method: str) -> McpError:
-    """A redirect, never followed: it would carry the request and the caller's headers (an
-    API key, say) to wherever the server points."""
+    """A redirect to another origin, or of another kind, never followed: it would carry the
+    request and the caller's headers (an API key, say) to wherever the server points."""
     location = response.headers.get("Location")
     where = _snippet(location.encode()) if location else "no Location"
     return McpError(
