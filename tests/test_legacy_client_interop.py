@@ -104,6 +104,20 @@ async def test_a_server_failing_the_probe_is_restarted_and_spoken_to_as_legacy(
     assert result.content[0].text == "Ordered book, shipping to eu"  # type: ignore[union-attr]
 
 
+async def test_a_server_dying_of_the_probe_after_its_timeout_is_restarted_as_legacy() -> None:
+    # Silent on the probe past its timeout, the server dies when `initialize` follows: it is
+    # started afresh and spoken to as legacy, the first call included.
+    options = ClientOptions(probe_timeout=0.2)
+    async with Client.stdio(
+        sys.executable, [HOSTILE, "late-exit"], options=options, elicitation_handler=region
+    ) as client:
+        first_pid = client.transport.pid  # type: ignore[attr-defined]
+        result = await client.call_tool("order", {"item": "book"})
+        assert client.era == "legacy"
+        assert client.transport.pid != first_pid  # type: ignore[attr-defined]
+    assert result.content[0].text == "Ordered book, shipping to eu"  # type: ignore[union-attr]
+
+
 async def order_book(server_args: list[str]) -> tuple[str | None, str]:
     """The dual-era client of docs/concepts/eras.md: the code does not change with the era."""
     async with Client.stdio(sys.executable, server_args, elicitation_handler=region) as client:

@@ -29,12 +29,6 @@ MCP2_MRTR_TOOL_ON_LEGACY = (
     "https://github.com/modelcontextprotocol/python-sdk/tree/main/src/mcp/server"
 )
 
-PROBE_KILLS_OLD_SERVER = (
-    "ours, issue 28 item 3: the client's first message, a server/discover probe, makes an mcp "
-    "1.3 stdio server (2024-11-05) fail validation and exit: the first request fails (mrtr call "
-    "with it); later ones start the server again and work"
-)
-
 WHOLE_CELL = "*"
 """A key standing for the whole cell: at least one check fails (which ones may vary)."""
 
@@ -60,11 +54,5 @@ KNOWN_FAILURES: dict[str, dict[str, str]] = {
     "TypeScript client 2.4.0 | peer client -> mrtr server | http | 2026-07-28": {
         "progress and logs": TS_PROGRESS_RACE,
         "unknown method": TS2_404_BODY,
-    },
-    **{
-        f"mcp 1.3.0 | {direction} -> peer server | stdio | 2024-11-05": {
-            WHOLE_CELL: PROBE_KILLS_OLD_SERVER
-        }
-        for direction in ("mrtr client", "mrtr call")
     },
 }

@@ -2,7 +2,9 @@
 
 `python probe_hostile_server.py exit` exits at once when the first request is
 `server/discover`; `python probe_hostile_server.py garbage` writes a traceback to stdout and
-stops answering. Otherwise the first request is handed on to the official SDK's legacy server
+stops answering; `python probe_hostile_server.py late-exit` says nothing to the probe and exits
+when the next request arrives (as mcp 1.3's server does, slowly, after failing to validate it).
+Otherwise the first request is handed on to the official SDK's legacy server
 (`official_shop.py legacy`), which serves the rest of the session.
 """
 
@@ -46,6 +48,9 @@ if __name__ == "__main__":
     first = read_first_line()
     if b'"server/discover"' in first:
         if behaviour == "exit":
+            sys.exit(3)
+        if behaviour == "late-exit":
+            read_first_line()  # the request the client sends once the probe went unanswered
             sys.exit(3)
         sys.stdout.write("Traceback (most recent call last):\n  KeyError: 'protocolVersion'\n")
         sys.stdout.flush()

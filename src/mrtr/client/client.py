@@ -821,6 +821,19 @@ class Client:
                         self.options.probe_timeout)  # fmt: skip
             try:
                 await self._open_legacy_or_modern(silent.probe)
+            except McpError as error:
+                restart = getattr(self.transport, "restart", None)
+                if error.code != CONNECTION_CLOSED or restart is None:
+                    raise
+                # It died of the probe, only later than the probe timeout (a legacy server
+                # slow to fail on it): started afresh, it gets `initialize` first.
+                logger.info(
+                    "the server exited after the server/discover probe (%s); restarting it for "
+                    "an initialize-based session",
+                    error.message,
+                )
+                await restart()
+                await self._open_legacy()
             finally:
                 if not silent.probe.done():
                     silent.probe.cancel()
