@@ -151,7 +151,7 @@ def _mrtr_invocations(command: str) -> list[list[str]]:
     found: list[list[str]] = []
     segment: list[str] = []
     for word in [*words, "&&"]:
-        if word in {"&&", "||", "|", ";"}:
+        if word in {"&&", "||", "|", ";", "&"}:
             while segment and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", segment[0]):
                 segment = segment[1:]  # VAR=value before the command
             if segment[:1] == ["mrtr"]:

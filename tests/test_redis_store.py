@@ -345,3 +345,18 @@ async def test_after_the_broker_comes_back_every_list_is_announced_once(
             "notifications/resources/list_changed",
             "notifications/tools/list_changed",
         ]
+
+
+async def test_concurrent_repeats_never_take_over_a_round_that_just_ended(
+    redis_instance: RedisInstance,
+) -> None:
+    # A waiting repeat reads "running", and the round ends (outcome written, claim given up)
+    # before it acts on what it read: taking that stale claim over would charge again. Many
+    # tries, since the window is a few awaits wide (about one in six charged twice before).
+    a, b = Shop(store=RedisStore(redis_instance.url)), Shop(store=RedisStore(redis_instance.url))
+    for _ in range(100):
+        state = await b.first_state(amount=3)
+        charged = len(a.charges) + len(b.charges)
+        results = await asyncio.gather(*(shop.final(state, amount=3) for shop in (a, b, a, b)))
+        assert len(a.charges) + len(b.charges) == charged + 1
+        assert len({str(result_of(r)) for r in results}) == 1

@@ -402,6 +402,12 @@ class Redemptions:
                 why = f"the process running it is gone (no liveness for {LIVENESS_TTL:g} s)"
         if not await store.add(f"{key}/taken-over/{owner}", PROCESS_ID.encode(), running_for):
             return False  # another duplicate takes it over
+        # `record` was read before the awaits above: its owner may have ended the round since
+        # (outcome written, then the claim given up, in that order), and writing "running"
+        # over that outcome would run the round twice. Read it again: only the same claim
+        # still standing is taken over.
+        if await store.get(key) != record:
+            return False
         logger.warning(
             "%s %r: a redeemed round is taken over here: %s", binding.method, binding.target, why
         )
