@@ -27,6 +27,18 @@ if ((${#missing[@]})); then
     fi
 fi
 
+echo "== Node 22 and the npm packages the tests run (conformance suite, benchmark peers)"
+bash conformance/run.sh install
+"$PYTHON" -c 'from benchmarks import xproc; xproc.ensure_inspector(allow_install=True)'
+
+# The matrix's peers (several venvs and an npm folder) install in the background while lint,
+# types and the documentation are checked: it is mostly download time. Everything they share
+# with the steps above (Node, the Inspector) is installed by then.
+mkdir -p .cache
+PEERS_LOG=.cache/interop-peers.log
+PYTHON="$PYTHON" bash scripts/interop_peers.sh >"$PEERS_LOG" 2>&1 &
+PEERS_PID=$!
+
 echo "== ruff"
 "$PYTHON" -m ruff check src tests conformance benchmarks examples
 "$PYTHON" -m ruff format --check src tests conformance benchmarks examples
@@ -47,12 +59,13 @@ if [[ -f "$MERMAID_JS" ]]; then
 fi
 NO_MKDOCS_2_WARNING=1 "$PYTHON" -m mkdocs build --strict --quiet
 
-echo "== Node 22 and the npm packages the tests run (conformance suite, benchmark peers)"
-bash conformance/run.sh install
-"$PYTHON" -c 'from benchmarks import xproc; xproc.ensure_inspector(allow_install=True)'
-
 echo "== MCP peers of the interoperability matrix (pinned, each in its own venv or npm folder)"
-PYTHON="$PYTHON" bash scripts/interop_peers.sh
+if ! wait "$PEERS_PID"; then
+    cat "$PEERS_LOG" >&2
+    echo "installing the interoperability matrix's peers failed (log above)" >&2
+    exit 1
+fi
+cat "$PEERS_LOG"
 
 echo "== pytest"
 "$PYTHON" -m pytest -q
