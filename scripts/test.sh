@@ -68,7 +68,7 @@ fi
 cat "$PEERS_LOG"
 
 echo "== pytest"
-"$PYTHON" -m pytest -q
+"$PYTHON" -m pytest -q --durations=25  # the slowest tests, to keep the run within its time budget
 
 echo "== conformance (official MCP suite, 2026-07-28 and 2025-11-25)"
 PYTHON="$PYTHON" bash conformance/run.sh
