@@ -267,7 +267,7 @@ async def test_an_unknown_on_uncertain_is_refused_clearly(
 
 async def test_concurrent_calls_of_one_key_in_a_redeemed_round_share_one_run() -> None:
     store = MemoryStore()
-    server = Server("shared", options=ServerOptions(request_state_key=KEY, store=store))
+    server = Server("one-store", options=ServerOptions(request_state_key=KEY, store=store))
     runs: list[int] = []
     flows: list[str] = []
 

@@ -865,13 +865,9 @@ class Client:
         if not _lists_modern_version(result):
             await self._open_legacy(verdict=True)
             return
+        if self._settled_on(result):
+            return
         supported = result.get("supportedVersions", []) if isinstance(result, dict) else []
-        for version in SUPPORTED_PROTOCOL_VERSIONS:
-            if version in supported:
-                if version != self._protocol_version:
-                    self.protocol_version = version
-                self._settled_modern()
-                return
         raise McpError(
             PROTOCOL_VIOLATION,
             f"the server speaks protocol versions {', '.join(map(str, supported))[:200]}; this "
@@ -962,14 +958,20 @@ class Client:
         if not probe.done() or probe.cancelled() or probe.exception() is not None:
             return False
         result = probe.result().get("result")
-        if not _lists_modern_version(result):
+        if not (_lists_modern_version(result) and self._settled_on(result)):
             return False
+        logger.info("the server answered server/discover late: it is modern")
+        return True
+
+    def _settled_on(self, result: Any) -> bool:
+        """Settle the modern era on a `DiscoverResult`'s first version this client speaks;
+        False when it names none."""
         supported = result.get("supportedVersions", []) if isinstance(result, dict) else []
         for version in SUPPORTED_PROTOCOL_VERSIONS:
             if version in supported:
-                self.protocol_version = version
+                if version != self._protocol_version:
+                    self.protocol_version = version
                 self._settled_modern()
-                logger.info("the server answered server/discover late: it is modern, %s", version)
                 return True
         return False
 
