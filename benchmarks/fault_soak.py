@@ -84,7 +84,7 @@ STOP_MARGIN = 10.0  # past the flow timeout, seconds a client gets to notice the
 def accept(params: ElicitRequestParams) -> ElicitResult:
     """Answer every question of `transfer` with yes (and count it for the flow asking)."""
     flow = current_flow.get()
-    if flow is not None:
+    if flow is not None and flow.outcome == "running":
         flow.answered += 1
     return ElicitResult(action="accept", content={"ok": True})
 
@@ -178,7 +178,7 @@ class Flow:
     trouble: float | None = None  # its first error, or the start of the attempt that hung
     end: float = 0.0  # done, or given up
     outcome: str = "running"  # "ok", "failed" or "hung"
-    # What its client last saw, to tell where a flow that hung was stuck.
+    # What its client last saw while the flow ran, to tell where a flow that hung was stuck.
     method: str = "tools/call"  # the request it waited on
     answered: int = 0  # questions answered (each round but the last asks one)
     exchange: str = ""  # its last HTTP request and the status it got ("-" while none came)
@@ -204,7 +204,7 @@ class FlowLog(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         flow = current_flow.get()
-        if flow is not None:
+        if flow is not None and flow.outcome == "running":
             flow.log = f"{record.levelname.lower()} {record.getMessage()}"[:300]
 
 
@@ -219,14 +219,14 @@ def observe(client: Client) -> None:
         _session: aiohttp.ClientSession, _context: Any, params: aiohttp.TraceRequestStartParams
     ) -> None:
         flow = current_flow.get()
-        if flow is not None:
+        if flow is not None and flow.outcome == "running":
             flow.exchange = f"{params.method} -"
 
     async def ended(
         _session: aiohttp.ClientSession, _context: Any, params: aiohttp.TraceRequestEndParams
     ) -> None:
         flow = current_flow.get()
-        if flow is not None:
+        if flow is not None and flow.outcome == "running":
             kind = params.response.content_type
             flow.exchange = f"{params.method} {params.response.status} {kind}"
 
