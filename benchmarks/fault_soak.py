@@ -34,9 +34,10 @@ side effects doubled (a flow's effect recorded more than once), late (an effect 
 after its client gave up; effects are read `--tail` seconds after the last flow ended), and
 time to recover (from the injection to the moment the last flow in trouble got into it; 0
 when none was). Each hung flow is then listed with what its client last saw: the request it
-waited on, how many questions it had answered, its last HTTP exchange and status, and the
-client's last log line. Everything it starts is stopped on exit, Ctrl-C and SIGTERM
-included. Exit status 1 when any flow hung, any effect ran twice or late.
+waited on, how many questions it had answered, its last HTTP exchanges (what each carried,
+when, and the status that came back), and the client's last log line. Everything it starts
+is stopped on exit, Ctrl-C and SIGTERM included. Exit status 1 when any flow hung, any effect
+ran twice or late.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ import argparse
 import asyncio
 import contextvars
 import itertools
+import json
 import logging
 import secrets
 import shutil
@@ -169,6 +171,37 @@ class Redis:
 
 
 @dataclass
+class Exchange:
+    """One HTTP exchange of a flow: when it started (seconds into the flow), what it carried
+    and the status that came back ("-" while none came)."""
+
+    at: float
+    method: str
+    carried: str = ""
+    status: str = "-"
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.carried} at +{self.at:.1f} s: {self.status}".replace("  ", " ")
+
+
+#: Exchanges kept per flow.
+EXCHANGES_KEPT = 4
+
+
+def carried(body: bytes) -> str:
+    """What a POSTed JSON-RPC message is, in a word or two (a method, or an answer's id)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return "?"
+    if not isinstance(message, dict):
+        return "?"
+    if "method" in message:
+        return str(message["method"])
+    return f"answer to {message.get('id')}"
+
+
+@dataclass
 class Flow:
     """One flow as its client saw it (times are `time.monotonic()`, shared by processes)."""
 
@@ -181,14 +214,15 @@ class Flow:
     # What its client last saw while the flow ran, to tell where a flow that hung was stuck.
     method: str = "tools/call"  # the request it waited on
     answered: int = 0  # questions answered (each round but the last asks one)
-    exchange: str = ""  # its last HTTP request and the status it got ("-" while none came)
+    exchanges: list[Exchange] = field(default_factory=list)  # its last few HTTP exchanges
     log: str = ""  # the client's last log line during the flow
 
     def diagnosis(self) -> str:
         """What the client last saw, in one line."""
         return (
-            f"waiting on {self.method}, {self.answered} question(s) answered, last HTTP "
-            f"{self.exchange or 'none'}; last client log: {self.log or 'none'}"
+            f"waiting on {self.method}, {self.answered} question(s) answered; last HTTP "
+            f"exchanges: {', '.join(map(str, self.exchanges)) or 'none'}; last client log: "
+            f"{self.log or 'none'}"
         )
 
 
@@ -209,29 +243,37 @@ class FlowLog(logging.Handler):
 
 
 def observe(client: Client) -> None:
-    """Note each HTTP exchange of `client` on the flow it is made for: the method, then the
-    status when the headers come back."""
+    """Note each HTTP exchange of `client` on the flow it is made for: its method and what it
+    carried, then the status when the headers come back."""
     session = getattr(client.transport, "_session", None)
     if not isinstance(session, aiohttp.ClientSession):
         return
 
     async def started(
-        _session: aiohttp.ClientSession, _context: Any, params: aiohttp.TraceRequestStartParams
+        _session: aiohttp.ClientSession, context: Any, params: aiohttp.TraceRequestStartParams
     ) -> None:
         flow = current_flow.get()
+        context.exchange = None
         if flow is not None and flow.outcome == "running":
-            flow.exchange = f"{params.method} -"
+            context.exchange = Exchange(time.monotonic() - flow.start, params.method)
+            flow.exchanges = [*flow.exchanges[1 - EXCHANGES_KEPT :], context.exchange]
+
+    async def sent(
+        _session: aiohttp.ClientSession, context: Any, params: aiohttp.TraceRequestChunkSentParams
+    ) -> None:
+        if context.exchange is not None and not context.exchange.carried:
+            context.exchange.carried = carried(params.chunk)
 
     async def ended(
-        _session: aiohttp.ClientSession, _context: Any, params: aiohttp.TraceRequestEndParams
+        _session: aiohttp.ClientSession, context: Any, params: aiohttp.TraceRequestEndParams
     ) -> None:
-        flow = current_flow.get()
-        if flow is not None and flow.outcome == "running":
-            kind = params.response.content_type
-            flow.exchange = f"{params.method} {params.response.status} {kind}"
+        if context.exchange is not None:
+            response = params.response
+            context.exchange.status = f"{response.status} {response.content_type}"
 
     trace = aiohttp.TraceConfig()
     trace.on_request_start.append(started)
+    trace.on_request_chunk_sent.append(sent)
     trace.on_request_end.append(ended)
     trace.freeze()
     session.trace_configs.append(trace)
