@@ -264,6 +264,8 @@ class LegacySessions:
         self._unsubscribe: Unsubscribe | None = None
         self._subscribing: asyncio.Lock | None = None
         self._background: set[asyncio.Future[None]] = set()
+        #: Tasks looking in the store for answers the broker may have lost (rule 8).
+        self._looking: set[asyncio.Future[None]] = set()
 
     def _ended(self, session: LegacySession) -> None:
         channel = self._channels.pop(session.id, None)
@@ -289,6 +291,8 @@ class LegacySessions:
         """
         for session in self.store.sessions():
             self.store.remove(session.id)
+        for task in list(self._looking):
+            task.cancel()
         unsubscribe, self._unsubscribe = self._unsubscribe, None
         if unsubscribe is not None:
             with contextlib.suppress(RuntimeError):  # no loop running: nothing to stop
@@ -581,8 +585,8 @@ class LegacySessions:
         if "method" not in message or not isinstance(request_id, str | int):
             return  # a notification (the server's own ids are strings)
         task = asyncio.ensure_future(self._look_for_answer(channel, request_id))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._looking.add(task)
+        task.add_done_callback(self._looking.discard)
 
     async def _look_for_answer(self, channel: _Channel, request_id: jsonrpc.RequestId) -> None:
         records = self.records
