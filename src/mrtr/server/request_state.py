@@ -449,6 +449,7 @@ def _mint(
     else:
         nonce = os.urandom(_NONCE_LEN)
     pad = -(_PT_DATA_START + len(data)) % _BLOCK
+    # The ring keeps its keys off its public face; this module's token format is their one user.
     key = ring._sealer
     plaintext = b"".join(
         (

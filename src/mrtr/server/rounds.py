@@ -21,24 +21,27 @@ import inspect
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from ..deadline import Deadline, current_task
-from ..inputs import INPUT_METHODS, InputRequiredResult
-from ..protocol.errors import (
-    INTERNAL_ERROR,
-    McpError,
-    invalid_params,
-    invalid_request_state,
-    missing_client_capability,
-)
+from ..inputs import InputRequiredResult
+from ..protocol.errors import INTERNAL_ERROR, McpError, invalid_params, invalid_request_state
 from ..settings import request_state_key as request_state_key_from_env
 from ..settings import request_state_verify_keys as request_state_verify_keys_from_env
 from ..stepping import resume
+from ._engine.outcome import STOPPED, Failure
+from ._engine.questions import (
+    Asked,
+    AskedQuestions,
+    Asker,
+    question_digest,
+    require_capabilities,
+)
+from ._engine.replay import Replay
+from ._engine.round_state import RoundState
 from .input_bounds import check_arguments, check_responses, state_too_large
 from .redemption import EarlyOutcome, Redemptions
-from .replay import STOPPED, Asked, Asker, Failure, Replay, RoundState, question_digest
 from .request_state import (
     InvalidRequestState,
     RequestStateKeyRing,
@@ -62,9 +65,6 @@ _FLAT: frozenset[type] = frozenset((str, int, float, bool, type(None)))
 
 #: `(method, params)` of each question going out, by key.
 Questions = dict[str, tuple[str, dict[str, Any]]]
-#: Questions by key, as `(method, params)` or as `(method, params, digest)` (`Asked`).
-AskedQuestions = Mapping[str, tuple[str, dict[str, Any]] | Asked]
-
 #: Turns a handler's value (or a tool's `Failure`) into its wire result, or an input request.
 Render = Callable[[Any], "dict[str, Any] | InputRequiredResult"]
 
@@ -369,7 +369,7 @@ class Round:
         rule 4). On a legacy session see the module docstring.
         """
         ctx = self.ctx
-        if ctx._engine.asker is not None:
+        if ctx.engine.asker is not None:
             return self._complete_live(invoke, render, what)
         params = ctx.params
         if "requestState" not in params and "inputResponses" not in params:
@@ -387,12 +387,13 @@ class Round:
         ctx = self.ctx
         params = ctx.params
         token = params.get("requestState")
-        state = ctx._state
+        engine = ctx.engine
+        state = engine.state
         verified: VerifiedState | None = None
         if token is not None:
-            verified = await self.keeper.verify(token, self.binding, ctx._verified)
+            verified = await self.keeper.verify(token, self.binding, engine.checked)
             state = RoundState.decode(verified.data, verified.round, verified.flow_id)
-            ctx._state = state
+            engine.restore(state)
         responses = params.get("inputResponses")
         if responses is not None:
             if not isinstance(responses, dict):
@@ -408,7 +409,7 @@ class Round:
         if verified is not None and redemptions is not None and verified.flow_id:
             # A sealed state is redeemed once: a repeat gets the first outcome (redemption.py);
             # a second attempt (cancelled, taken over) finds its `once` runs in the journal.
-            ctx._engine.journal = redemptions.journal(verified)
+            engine.journal = redemptions.journal(verified)
             return await redemptions.redeem(
                 self.binding,
                 verified,
@@ -432,7 +433,7 @@ class Round:
         """Run (or replay) the handler of a modern round and shape its result."""
         ctx = self.ctx
         # The same run as `_run_live`, written out here: this is the hot path of every tool call.
-        engine = ctx._engine
+        engine = ctx.engine
         engine.target = self.target
         # One lookup of the running task serves the deadline and the engine.
         main = current_task()
@@ -455,7 +456,7 @@ class Round:
         # A legacy session: nothing sealed or restored, and a manual-style handler is driven.
         # `first`: the rendered result of a first run made already (without this round).
         ctx = self.ctx
-        asker = ctx._engine.asker
+        asker = ctx.engine.asker
         assert asker is not None
         try:
             result = render(await self._run_live(invoke, what)) if first is None else first
@@ -467,7 +468,7 @@ class Round:
             # that the request's objects go with their last reference instead of piling up for
             # full collections (under many legacy clients, pauses of tens of ms). A request
             # that became a task has the task's asker by now, which stays.
-            engine = ctx._engine
+            engine = ctx.engine
             if engine.asker is asker:
                 engine.asker = None
 
@@ -476,7 +477,7 @@ class Round:
     ) -> Any:
         """Run the handler once on a legacy session: its value, or a tool's `Failure`."""
         ctx = self.ctx
-        engine = ctx._engine
+        engine = ctx.engine
         engine.target = self.target
         config = self.keeper.options.input_required
         timeout = config.round_timeout * config.max_rounds
@@ -498,7 +499,7 @@ class Round:
         masked unless `mask_errors` is off or it is a `ToolError` (see `tool_error.py`)."""
         ctx = self.ctx
         if not outcome.is_error:  # KeyboardInterrupt and the like: never a handler's result
-            logger.error("%s: the handler raised", ctx._engine.label, exc_info=outcome.exc)
+            logger.error("%s: the handler raised", ctx.engine.label, exc_info=outcome.exc)
             raise McpError(INTERNAL_ERROR, f"Internal error while handling {ctx.method}")
         if what is None:
             return outcome
@@ -514,12 +515,13 @@ class Round:
     ) -> Any:
         """One round of a manual-style handler on a legacy session, driven live."""
         ctx = self.ctx
-        state = ctx._state
+        state = ctx.engine.state
         limit = self.keeper.options.input_required.max_rounds
         if state.round + 1 > limit:
             raise self._too_many_rounds(limit)
         answers = await asker.answer_requests(asked.input_requests or {})
-        ctx._engine = Replay(
+        # A fresh attempt: the last one's questions and tasks stay with the engine that ran it.
+        ctx.engine = Replay(
             RoundState(
                 state.round + 1, once=state.once, user=asked.request_state, flow_id=state.flow_id
             ),
@@ -545,16 +547,16 @@ class Round:
         """Shape the rendered `result` of a first run made without this round (a tool that
         takes no context, run directly): sealed as an input-required result, or on a legacy
         session driven live, as `complete` would have. `invoke` runs the handler again."""
-        if self.ctx._engine.asker is not None:
+        if self.ctx.engine.asker is not None:
             return await self._complete_live(invoke, render, None, result)
         return self.finish(result)
 
     def finish(self, result: dict[str, Any] | InputRequiredResult) -> dict[str, Any]:
         """Let a complete result through, or seal and shape an input-required one."""
-        ctx = self.ctx
-        outgoing = ctx._engine.outgoing
+        engine = self.ctx.engine
+        outgoing = engine.outgoing
         if outgoing:
-            return self._input_required(outgoing, ctx._state.user)
+            return self._input_required(outgoing, engine.state.user)
         if isinstance(result, InputRequiredResult):
             asked = result.input_requests or {}
             return self._input_required(
@@ -567,9 +569,8 @@ class Round:
         return result
 
     def _input_required(self, questions: dict[str, Asked], user: str | None) -> dict[str, Any]:
-        ctx = self.ctx
         self._check_capabilities(questions)
-        state = ctx._state
+        state = self.ctx.engine.state
         next_round = state.round + 1
         limit = self.keeper.options.input_required.max_rounds
         if next_round > limit:
@@ -596,23 +597,3 @@ class Round:
 
     def _check_capabilities(self, questions: AskedQuestions) -> None:
         require_capabilities(self.ctx, questions)
-
-
-def require_capabilities(ctx: RequestContext, questions: AskedQuestions) -> None:
-    """Never ask what the client did not declare it can answer: -32021 instead."""
-    missing: dict[str, Any] = {}
-    for key, question in questions.items():
-        method = question[0]
-        params = question[1]
-        if method not in INPUT_METHODS:
-            logger.error("handler asked %r with unsupported method %r", key, method)
-            raise McpError(INTERNAL_ERROR, f"Internal error while handling {ctx.method}")
-        url_mode = params.get("mode") == "url"
-        if not ctx.client_supports(method, url_mode=url_mode):
-            needed = missing.setdefault(method.split("/")[0], {})
-            if method == "elicitation/create":
-                needed["url" if url_mode else "form"] = {}
-    if missing.get("elicitation") == {"form": {}}:
-        missing["elicitation"] = {}  # form alone is spelled `{}`, as in the spec's example
-    if missing:
-        raise missing_client_capability(missing)
