@@ -35,7 +35,7 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pydantic
@@ -44,8 +44,8 @@ from ...protocol import tasks as wire
 from ...protocol.errors import INTERNAL_ERROR, McpError
 from .._engine.outcome import STOPPED, Failure
 from .._engine.questions import Question, require_capabilities, validate_answer
+from .._engine.rounds import Invoke, Round
 from ..redemption import EarlyOutcome
-from ..rounds import Round
 from ..store import MemoryStore, is_store_refusal
 from .record import TaskRecord
 from .storage import TaskStore
@@ -111,13 +111,15 @@ class TaskRound(Round):
 
     __slots__ = ()
 
+    ctx: RequestContext  # the manager makes task rounds of the server's own contexts
+
     def _early_outcome(self) -> EarlyOutcome | None:
         run = self.ctx.task_run
         return None if run is None else run.early
 
     async def _execute(
         self,
-        invoke: Callable[[RequestContext], Awaitable[Any]],
+        invoke: Invoke,
         render: Callable[[Any], Any],
         what: str | None,
     ) -> dict[str, Any]:
