@@ -65,6 +65,25 @@ def question_digest(method: str, params: dict[str, Any]) -> str:
     return digest_text(question_hash(method, params))
 
 
+def asked_again(key: str) -> str:
+    """The `ReplayError` message for a key asked twice in one run (rule 2)."""
+    return (
+        f"input key {key!r} was already asked and awaited in this run: asked again, it would "
+        f"get the same recorded answer every time; give each question its own key (in a "
+        f'loop, key=f"{key}-{{i}}")'
+    )
+
+
+def describe_question(method: str, params: dict[str, Any]) -> str:
+    """A question as a log line names it: its message, or its params (at most 200 chars)."""
+    message = params.get("message")
+    if isinstance(message, str):
+        text = f"{method} with message {message!r}"
+    else:
+        text = f"{method} with params {orjson.dumps(params, option=orjson.OPT_SORT_KEYS).decode()}"
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
 def validate_answer(key: str, method: str, value: Any) -> pydantic.BaseModel:
     """Check an `inputResponses` value against what was asked, or raise -32602 naming the key."""
     model = _ANSWER_MODELS.get(method)

@@ -4,7 +4,36 @@
 questions asked, their keys, `once` results, the tasks of the run and what goes out. It does no
 I/O; `RequestContext` is its face towards the handler, and `rounds.py` restores and seals it.
 
-Rules (everything the engine guarantees lives here):
+Rule 0: every rule that decides how a round goes lives in this package (`mrtr.server._engine`),
+stated here, and the package does no I/O of its own: the client is reached through an `Asker`,
+the store through the `OnceJournal` and `Redemptions` it is handed, and the request through
+the protocols it names (`RoundContext`, `QuestionEngine`). It imports nothing from the
+registry, the dispatchers or the transports.
+
+The round (`rounds.py`), for every request that can ask (`tools/call`, `prompts/get`,
+`resources/read`):
+
+R1. A sealed `requestState` is verified before any middleware or handler code runs, and
+    `request_state_guard` runs exactly once per round, on the state the round takes up: a state
+    verified before the middleware (`Replay.restore` with what was checked) is not verified
+    again, only guarded. Every refusal is the same -32602; its cause goes to the log.
+R2. Client input that could not be carried into a sealed state (too deep, too many or too big
+    answers) is refused with -32602 when the round is made, before any handler code runs.
+R3. A redeemed round (a state with a flow id, and a store) runs its handler at most once:
+    `Redemptions.redeem` wraps exactly one run, and a repeat of the round gets its outcome.
+R4. A run ends in one of three ways (rule 4): a value, `STOPPED` (its questions go out in one
+    sealed `InputRequiredResult`) or a `Failure`. `InputPending` is a `BaseException` and never
+    leaves the engine; nothing comes out of a round but its result, an `McpError` or the
+    cancellation of the request itself.
+R5. The context, and the engine in it, exist before the handler runs: the run's mark is set in
+    the task that runs the handler, so every task the handler starts inherits it (rule 8).
+R6. A round that never waits arms no deadline; one that waits is bounded by `round_timeout`
+    from its start (a legacy session's whole request by `round_timeout * max_rounds`).
+R7. On a legacy session the engine has a live asker (rule 10) and a round is the whole request;
+    the asker is cut from the engine when the request ends, so that the request's objects go
+    with their last reference rather than waiting for the cycle collector.
+
+The run (`Replay`; everything the engine guarantees to a handler):
 
 1. A handler asks by creating a question (`ctx.elicit(...)`, `ctx.sample(...)`, ...; only
    `elicitation/create`, `sampling/createMessage` and `roots/list` can be asked). Each question
@@ -91,7 +120,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 
-import orjson
 import pydantic
 
 from ...deadline import current_task
@@ -114,7 +142,9 @@ from .questions import (
     Asked,
     Asker,
     Question,
+    asked_again,
     convert_answer,
+    describe_question,
     digest_text,
     question_hash,
     validate_answer,
@@ -384,7 +414,7 @@ class Replay:
             seen = self._occurrences[base] = self._occurrences.get(base, 0) + 1
             key = base if seen == 1 else f"{base}-{seen}"
         elif key in self._awaited:
-            raise ReplayError(_asked_again(key))
+            raise ReplayError(asked_again(key))
         existing = self.questions.get(key)
         if existing is not None and existing.digest != digest:
             raise ReplayError(
@@ -405,7 +435,7 @@ class Replay:
             self._late("awaiting question", key)
         self.track()
         if self._awaited.setdefault(key, question) is not question:
-            raise ReplayError(_asked_again(key))
+            raise ReplayError(asked_again(key))
 
     def take(self, question: Question[Any], stop: bool = True) -> Any:
         """Await `question`: its recorded answer, or `InputPending` (`MISSING` if not `stop`)."""
@@ -481,7 +511,7 @@ class Replay:
             "between runs (a timestamp, a random value) out of it, or compute it in ctx.once",
             self.label,
             question.key,
-            _describe(question.method, question.params),
+            describe_question(question.method, question.params),
         )
 
     def _warn_unasked(self) -> None:
@@ -507,7 +537,7 @@ class Replay:
             self.label,
             ", ".join(map(repr, answered)),
             ", ".join(map(repr, new)),
-            _describe(method, params),
+            describe_question(method, params),
         )
 
     # --- ctx.once (rule 9) -----------------------------------------------------------------
@@ -758,20 +788,3 @@ def _restore(key: str, codec: OnceCodec, recorded: Any) -> Any:
             f"ctx.once({key!r}): the recorded result no longer fits the function's return "
             f"type: {describe_validation_error(exc)}"
         ) from None
-
-
-def _asked_again(key: str) -> str:
-    return (
-        f"input key {key!r} was already asked and awaited in this run: asked again, it would "
-        f"get the same recorded answer every time; give each question its own key (in a "
-        f'loop, key=f"{key}-{{i}}")'
-    )
-
-
-def _describe(method: str, params: dict[str, Any]) -> str:
-    message = params.get("message")
-    if isinstance(message, str):
-        text = f"{method} with message {message!r}"
-    else:
-        text = f"{method} with params {orjson.dumps(params, option=orjson.OPT_SORT_KEYS).decode()}"
-    return text if len(text) <= 200 else text[:197] + "..."

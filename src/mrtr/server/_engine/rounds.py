@@ -3,9 +3,10 @@
 A round restores what earlier rounds recorded (verifying the sealed `requestState` before any
 handler code runs), takes this round's `inputResponses`, runs or replays the handler under
 `round_timeout`, and then either lets the result through or seals a new state and shapes the
-`InputRequiredResult`. The replay rules themselves live in `replay.py`.
+`InputRequiredResult`. The rules it keeps (R1-R7) and the replay rules are stated at the top
+of `replay.py`.
 
-On a legacy session (the context's engine has a live asker, `live.py`) a round is the whole
+On a legacy session (the context's engine has a live asker, `server/live.py`) a round is the whole
 request: nothing is sealed or restored, questions are answered as the handler awaits them,
 and a manual-style `InputRequiredResult` is driven here on the client's behalf: its input
 requests are asked live and the handler is called again with `ctx.input_responses` and its
