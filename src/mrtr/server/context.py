@@ -3,7 +3,7 @@
 Besides logging and progress, the context is where a handler asks the client for input:
 `await ctx.elicit(...)`, `ctx.sample(...)`, `ctx.list_roots()`, `ctx.ask({...})`, and keeps
 work from repeating across rounds with `ctx.once(...)`. The context is a face over the replay
-engine (`replay.Replay`), which owns all of that state; see `replay.py` for the rules.
+engine (`replay.Replay`), which owns all of that state; see `_engine/replay.py` for the rules.
 
 The same context serves both protocol eras. On a legacy (`initialize`) session what a modern
 request says in its `_meta` comes from the session instead (`live.session_meta`), and the

@@ -6,7 +6,7 @@ replay engine is given a `LiveAsker` (replay rule 10), which sends the question 
 as a real request (`elicitation/create`, `sampling/createMessage`, `roots/list`) on the stream
 of the request being handled, awaits the response, and validates it as an `inputResponses`
 entry would be. The same piece drives a manual-style handler (`InputRequiredResult`) on a
-legacy session: it asks every input request and hands the answers back (see `rounds.py`).
+legacy session: it asks every input request and hands the answers back (see `_engine/rounds.py`).
 
 Rules:
 

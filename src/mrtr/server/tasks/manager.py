@@ -171,7 +171,7 @@ class TaskManager:
                 raise wire.missing_tasks_capability(f"tools/call {tool!r}")
             return await round_.complete(invoke, render)
         run = TaskRun(self, ctx, settings, tool)
-        ctx._task_run = run
+        ctx.task_run = run
         task_round = TaskRound(round_.keeper, ctx, round_.target, round_.arguments)
         worker = run.worker = asyncio.ensure_future(task_round.complete(invoke, render))
         worker.add_done_callback(run.worker_done)
