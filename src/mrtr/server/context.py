@@ -66,11 +66,16 @@ _EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 
 class ServerFace(Protocol):
-    """The server as a handler reaches it (`ctx.server`; `mrtr.Server` is one)."""
+    """The server as a handler reaches it (`ctx.server`; `mrtr.Server` is one): what it is,
+    what its lifespan yielded, and how it changes what it offers while it serves."""
 
     @property
     def name(self) -> str:
         """The server's name."""
+
+    @property
+    def version(self) -> str:
+        """The server's version."""
 
     @property
     def options(self) -> ServerOptions:
@@ -79,6 +84,35 @@ class ServerFace(Protocol):
     @property
     def lifespan_state(self) -> Any:
         """What the server's lifespan yielded (see `RequestContext.state`)."""
+
+    def add_tool(self, fn: Callable[..., Any], name: str | None = None, **settings: Any) -> None:
+        """Register `fn` as a tool."""
+
+    def remove_tool(self, name: str) -> None:
+        """Remove the tool `name`."""
+
+    def add_prompt(self, fn: Callable[..., Any], name: str | None = None, **settings: Any) -> None:
+        """Register `fn` as a prompt."""
+
+    def remove_prompt(self, name: str) -> None:
+        """Remove the prompt `name`."""
+
+    def add_resource(self, fn: Callable[..., Any], uri: str, **settings: Any) -> None:
+        """Register `fn` as the resource at `uri`."""
+
+    def add_resource_template(
+        self, fn: Callable[..., Any], uri_template: str, **settings: Any
+    ) -> None:
+        """Register `fn` for `uri_template`."""
+
+    def remove_resource(self, uri: str) -> None:
+        """Remove the resource (or template) at `uri`."""
+
+    def disable(self, *tags: str) -> None:
+        """Hide everything carrying one of `tags`."""
+
+    def enable(self, *tags: str) -> None:
+        """Show again what `disable(*tags)` hid."""
 
     def notify_tools_changed(self) -> None:
         """Tell listening clients the tool list changed."""
