@@ -114,19 +114,15 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import functools
-import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 
-import pydantic
-
 from ...deadline import current_task
-from ...protocol.errors import effect_uncertain
-from ..once_codec import OnceCodec, Unrecordable, callable_identity, codec_for
-from ..once_journal import FINISHED, STARTED, OnceJournal, OnUncertain
+from ..once_codec import codec_for
+from ..once_journal import OnceJournal, OnUncertain
 from ..worker_threads import check_on_loop
+from .once import OnceCalls, restore_once
 from .outcome import (
     STOPPED,
     Failure,
@@ -150,7 +146,6 @@ from .questions import (
     validate_answer,
 )
 from .round_state import RoundState
-from .validation import describe_validation_error
 
 if TYPE_CHECKING:
     from ..request_state import StateBinding, VerifiedState
@@ -174,6 +169,7 @@ YIELD_EVERY = 64
 # The life of a run: it runs; a question is pending but the handler goes on; it stopped for
 # input (tasks that come late get InputPending); it completed; it failed or was cancelled.
 _RUNNING, _STOPPING, _STOPPED, _DONE, _ENDED = range(5)
+_NONE_RUNNING: Final[dict[str, asyncio.Future[Any]]] = {}  # never written: read-only stand-in
 #: Seconds a journaled `once` already running when its request is cancelled may take to
 #: finish (rule 11): past that it is cancelled too, and left "may have run".
 ONCE_GRACE: Final = 10.0
@@ -188,11 +184,9 @@ class Replay:
         "_caught_up",
         "_main",
         "_occurrences",
-        "_once_fns",
-        "_once_running",
+        "_once",
         "_phase",
         "_tasks",
-        "_unrecordable",
         "_warned",
         "asker",
         "checked",
@@ -228,9 +222,7 @@ class Replay:
         self._main: asyncio.Task[Any] | None = None
         # Made when first needed: most runs never use them.
         self._tasks: set[asyncio.Task[Any]] | None = None
-        self._once_fns: dict[str, Any] | None = None
-        self._once_running: dict[str, asyncio.Future[Any]] | None = None
-        self._unrecordable: dict[str, str] | None = None
+        self._once: OnceCalls | None = None
         self._warned: set[str] | None = None
 
     def restore(
@@ -274,7 +266,7 @@ class Replay:
                 if cancelled and main is not None and main.cancelling():
                     # The request is cancelled or out of time: let it through, once a
                     # journaled `once` that started has finished and recorded (rule 11).
-                    if self.journal is not None and self._once_running:
+                    if self.journal is not None and self._once_running():
                         await self._finish_journaled()
                     raise
                 if not stops_for_input(exc):
@@ -292,7 +284,7 @@ class Replay:
 
     async def _failed(self, exc: BaseException) -> Any:
         self._phase = _ENDED
-        if self._tasks or self._once_running:
+        if self._tasks or self._once_running():
             await self._settle(wait_once=False)
         error = protocol_error(exc)
         if error is not None:
@@ -304,7 +296,7 @@ class Replay:
         if self._phase == _RUNNING:
             self._phase = _STOPPING
         cut_short = False
-        if self._tasks or self._once_running:
+        if self._tasks or self._once_running():
             cut_short = await self._settle(wait_once=True)
         # What goes out: every question of this run still unanswered (`pending`), in one pass.
         outgoing: dict[str, Asked] = {
@@ -316,10 +308,10 @@ class Replay:
             # InputPending with no question of this run pending: raised by hand, or for
             # another request's question. Nothing could answer it.
             return await self._failed(exc)
-        if self._unrecordable:
+        if self._once is not None and self._once.unrecordable:
             # Rule 9: sealing now would let the side effect run again next round.
             self._phase = _ENDED
-            key, problem = next(iter(self._unrecordable.items()))
+            key, problem = next(iter(self._once.unrecordable.items()))
             return Failure(ReplayError(f"ctx.once({key!r}): {problem}"))
         self._phase = _STOPPED
         self.outgoing = outgoing
@@ -331,8 +323,9 @@ class Replay:
         """Rule 8: let started `once` calls finish (or cancel them), then cancel and await the
         run's tracked tasks. True if one was still running."""
         waiting: list[asyncio.Future[Any]] = []
-        if self._once_running:
-            running = [f for f in self._once_running.values() if not f.done()]
+        once_running = self._once_running()
+        if once_running:
+            running = [f for f in once_running.values() if not f.done()]
             if wait_once and running:
                 await asyncio.wait(running)
             elif running:
@@ -348,14 +341,14 @@ class Replay:
     async def _finish_journaled(self) -> None:
         """Rule 11: give the `once` calls still running `ONCE_GRACE` seconds to finish, so
         that a retry of the cancelled round finds their results instead of "may have run"."""
-        running = [f for f in (self._once_running or {}).values() if not f.done()]
+        running = [f for f in self._once_running().values() if not f.done()]
         if running:
             await asyncio.wait(running, timeout=ONCE_GRACE)
 
     def _close(self) -> None:
         if self._phase < _STOPPED:  # interrupted: the request was cancelled or timed out
             self._phase = _ENDED
-            for future in [*(self._tasks or ()), *(self._once_running or {}).values()]:
+            for future in [*(self._tasks or ()), *self._once_running().values()]:
                 future.cancel()
         # What refers back to this engine (questions, tasks) is dropped: no cycle outlives the
         # run, so nothing of a request waits for the cycle collector.
@@ -363,6 +356,10 @@ class Replay:
             self.questions = {}
             self._awaited = {}
         self._tasks = None
+
+    def _once_running(self) -> dict[str, asyncio.Future[Any]]:
+        """The run's `ctx.once` calls running now, by key."""
+        return self._once.running if self._once is not None else _NONE_RUNNING
 
     def _late(self, action: str, key: str | None) -> NoReturn:
         """Rule 8: something of the run used after the run ended."""
@@ -558,233 +555,19 @@ class Replay:
         if self._phase >= _STOPPED:
             self._late("ctx.once", key)
         self.track()
-        identity = callable_identity(fn)
-        if self._once_fns is None:
-            self._once_fns = {}
-        if self._once_fns.setdefault(key, identity) is not identity:
-            raise ReplayError(
-                f"ctx.once({key!r}) was called twice in this run with different functions; "
-                "give each side effect its own key"
-            )
+        calls = self._once
+        if calls is None:
+            calls = self._once = OnceCalls(self.state.once, self.label)
+        calls.check_fn(key, fn)
         if self.asker is not None:
-            return await self._once_live(key, fn)
+            return await calls.live(key, fn)
         codec = codec_for(fn, annotation)
         store = self.state.once
         if key in store:
-            value = _restore(key, codec, store[key])
+            value = restore_once(key, codec, store[key])
             if self.tick():
                 await asyncio.sleep(0)  # rule 2
             return value
-        running = self._once_running.get(key) if self._once_running else None
-        if running is None:
-            if self._phase != _RUNNING:
-                raise InputPending  # rule 8: no side effect starts once a question is pending
-            journal = self.journal
-            if journal is not None:
-                return await self._journaled(journal, key, codec, fn, on_uncertain)
-            produced = fn()
-            if not inspect.isawaitable(produced):
-                return self._record(key, codec, produced)
-            running = asyncio.ensure_future(produced)
-            if self._once_running is None:
-                self._once_running = {}
-            self._once_running[key] = running
-            running.add_done_callback(functools.partial(self._once_done, key, codec))
-        # Shielded: if this task is cancelled (the run stops for input), the side effect still
-        # finishes and is recorded for the next round.
-        await asyncio.shield(running)
-        problem = self._unrecordable.get(key) if self._unrecordable else None
-        if problem is not None:
-            raise ReplayError(f"ctx.once({key!r}): {problem}")
-        return _restore(key, codec, store[key])
-
-    async def _journaled(
-        self,
-        journal: OnceJournal,
-        key: str,
-        codec: OnceCodec,
-        fn: Callable[[], Any],
-        on_uncertain: OnUncertain,
-    ) -> Any:
-        """Rule 11: run `fn` under its record in the store (see `once_journal.py`).
-
-        The record is read and written in the handler's own task (with an in-process store
-        nothing waits, and a sync `fn` costs no task); `shared` stands for the run meanwhile,
-        so that concurrent calls with this key, rule 8's settling and a cancellation see it.
-        """
-        shared: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        if self._once_running is None:
-            self._once_running = {}
-        self._once_running[key] = shared
-        started = False
-        try:
-            tag, found = await journal.begin(key)
-            if tag == FINISHED:
-                value = _restore(key, codec, found)
-                self.state.once[key] = found
-                self._end_once(key, shared, value)
-                return value
-            if tag == STARTED:
-                if not await self._may_run_again(journal, key, on_uncertain):
-                    logger.warning(
-                        "%s: ctx.once(%r) started in an earlier attempt of this round (process "
-                        "%s) and never finished; not run again (on_uncertain)",
-                        self.label,
-                        key,
-                        found,
-                    )
-                    raise effect_uncertain(self.label, key, journal.idempotency_key(key))
-                await journal.restart(key)
-            started = True
-            produced = fn()
-        except BaseException as exc:
-            if started:  # `fn` reported its failure: nothing is left uncertain
-                await journal.drop(key)
-            self._end_once(key, shared, error=exc)
-            raise
-        if inspect.isawaitable(produced):
-            # Its own task, as any async `once`: a cancelled handler does not cut it off.
-            task = asyncio.ensure_future(
-                self._journal_result(journal, key, codec, produced, shared)
-            )
-            shared.add_done_callback(functools.partial(_cancel_with, task))
-            await asyncio.shield(shared)
-        else:
-            await self._journal_result(journal, key, codec, produced, shared)
-        problem = self._unrecordable.get(key) if self._unrecordable else None
-        if problem is not None:
-            raise ReplayError(f"ctx.once({key!r}): {problem}")
-        return _restore(key, codec, self.state.once[key])
-
-    async def _journal_result(
-        self,
-        journal: OnceJournal,
-        key: str,
-        codec: OnceCodec,
-        produced: Any,
-        shared: asyncio.Future[Any],
-    ) -> None:
-        """Take `fn`'s result (awaiting it when `produced` is awaitable), record it in the
-        state and as finished in the store, and end `shared` with it (or with its error)."""
-        if inspect.isawaitable(produced):
-            try:
-                produced = await produced
-            except asyncio.CancelledError:
-                self._end_once(key, shared, error=asyncio.CancelledError())
-                raise  # cut off: the record stays "started"
-            except BaseException as exc:
-                await journal.drop(key)  # `fn` reported its failure: nothing is left uncertain
-                self._end_once(key, shared, error=exc)
-                return
-        try:
-            recorded = codec.record(produced)[0]
-        except Unrecordable as exc:
-            self._refuse(key, str(exc))  # the record stays "started": the effect happened
-        else:
-            self.state.once[key] = recorded
-            try:
-                await journal.finish(key, recorded)
-            except asyncio.CancelledError:
-                # The effect happened: record it before the cancellation goes through.
-                await journal.finish(key, recorded)
-                self._end_once(key, shared, produced)
-                raise
-        self._end_once(key, shared, produced)
-
-    def _end_once(
-        self,
-        key: str,
-        shared: asyncio.Future[Any],
-        value: Any = None,
-        error: BaseException | None = None,
-    ) -> None:
-        """The journaled `once` that `shared` stands for ended: with `value`, or `error`."""
-        if self._once_running is not None and self._once_running.get(key) is shared:
-            del self._once_running[key]
-        if shared.done():
-            return
-        if error is None:
-            shared.set_result(value)
-        elif isinstance(error, asyncio.CancelledError):
-            shared.cancel()
-        else:
-            shared.set_exception(error)
-            shared.exception()  # whoever awaits it gets it; nobody may: no "never retrieved"
-
-    async def _may_run_again(
-        self, journal: OnceJournal, key: str, on_uncertain: OnUncertain
-    ) -> bool:
-        """Whether a `once` an earlier attempt started and never finished runs again now."""
-        if on_uncertain == "retry":
-            return True
-        if on_uncertain == "fail" or not callable(on_uncertain):
-            return False
-        may_have_run = on_uncertain(journal.idempotency_key(key))
-        if inspect.isawaitable(may_have_run):
-            may_have_run = await may_have_run
-        return not may_have_run
-
-    async def _once_live(self, key: str, fn: Callable[[], Any]) -> Any:
-        """Rule 10: run `fn` once per request; its result is kept as it is, never sealed."""
-        store = self.state.once
-        if key in store:
-            return store[key]
-        running = self._once_running.get(key) if self._once_running else None
-        if running is None:
-            produced = fn()
-            if not inspect.isawaitable(produced):
-                store[key] = produced
-                return produced
-            running = asyncio.ensure_future(produced)
-            if self._once_running is None:
-                self._once_running = {}
-            self._once_running[key] = running
-            running.add_done_callback(functools.partial(self._live_once_done, key))
-        # Shielded: a call cancelled while another shares the run must not cancel that run.
-        return await asyncio.shield(running)
-
-    def _live_once_done(self, key: str, future: asyncio.Future[Any]) -> None:
-        if self._once_running is not None:
-            self._once_running.pop(key, None)
-        if not future.cancelled() and future.exception() is None:
-            self.state.once[key] = future.result()
-
-    def _record(self, key: str, codec: OnceCodec, value: Any) -> Any:
-        try:
-            recorded, given = codec.record(value)
-        except Unrecordable as exc:
-            self._refuse(key, str(exc))
-            raise ReplayError(f"ctx.once({key!r}): {exc}") from None
-        self.state.once[key] = recorded
-        return given
-
-    def _once_done(self, key: str, codec: OnceCodec, future: asyncio.Future[Any]) -> None:
-        if self._once_running is not None:
-            self._once_running.pop(key, None)
-        if future.cancelled() or future.exception() is not None:
-            return  # nothing to record; whoever awaits it gets the error
-        try:
-            self.state.once[key] = codec.record(future.result())[0]
-        except Unrecordable as exc:
-            self._refuse(key, str(exc))
-
-    def _refuse(self, key: str, problem: str) -> None:
-        if self._unrecordable is None:
-            self._unrecordable = {}
-        self._unrecordable[key] = problem
-
-
-def _cancel_with(running: asyncio.Future[Any], shared: asyncio.Future[Any]) -> None:
-    """A cancelled `shared` (the run was cut short) cancels the task it stands for."""
-    if shared.cancelled():
-        running.cancel()
-
-
-def _restore(key: str, codec: OnceCodec, recorded: Any) -> Any:
-    try:
-        return codec.restore(recorded)
-    except pydantic.ValidationError as exc:
-        raise ReplayError(
-            f"ctx.once({key!r}): the recorded result no longer fits the function's return "
-            f"type: {describe_validation_error(exc)}"
-        ) from None
+        if key not in calls.running and self._phase != _RUNNING:
+            raise InputPending  # rule 8: no side effect starts once a question is pending
+        return await calls.run(key, codec, fn, self.journal, on_uncertain)
