@@ -28,6 +28,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
+from .endpoint import LifespanError
+
 if TYPE_CHECKING:
     from .server import Server
 
@@ -60,11 +62,6 @@ def is_state_annotation(annotation: Any) -> bool:
     """Whether a parameter annotation is `State[T]`."""
     metadata = getattr(annotation, "__metadata__", None)
     return metadata is not None and any(m is STATE_MARKER for m in metadata)
-
-
-class LifespanError(RuntimeError):
-    """The lifespan failed to start or to stop, or its state was read while it was not
-    running."""
 
 
 class _NotRunning:

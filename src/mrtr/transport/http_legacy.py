@@ -79,7 +79,6 @@ import orjson
 
 from ..protocol import jsonrpc
 from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, McpError
-from ..server.legacy import SESSION_CHANGES
 from ..server.session import (
     LegacySession,
     MemorySessionStore,
@@ -111,7 +110,7 @@ from .sse_events import (
 )
 
 if TYPE_CHECKING:
-    from ..server.server import Server
+    from ..server.endpoint import ServerEndpoint
     from ..server.store import Broker, Unsubscribe
 
 logger = logging.getLogger("mrtr.http")
@@ -129,6 +128,8 @@ KEPT_STREAM_TTL = 300.0
 #: The largest response kept for another instance to replay (rule 9); a larger one is not
 #: kept, and a resumption elsewhere gets the error instead.
 MAX_KEPT_RESPONSE = 64 * 1024
+#: Requests that change what the session set up (on several instances, its shared record).
+SESSION_CHANGES = frozenset(("logging/setLevel", "resources/subscribe", "resources/unsubscribe"))
 _SESSION_HEADER = b"mcp-session-id"
 _MAX_ID_LENGTH = 256
 _SETTLE_POLL = 0.05  # seconds between looks at the requests a drain waits for
@@ -206,7 +207,7 @@ class LegacySessions:
 
     def __init__(
         self,
-        server: Server,
+        server: ServerEndpoint,
         *,
         idle_timeout: float = 3600.0,
         max_sessions: int = 1000,
@@ -1099,6 +1100,7 @@ __all__ = [
     "MAX_KEPT_RESPONSE",
     "MAX_RECORD_BYTES",
     "MAX_SESSION_REQUESTS",
+    "SESSION_CHANGES",
     "LegacySessions",
     "close_sse_stream",
 ]
