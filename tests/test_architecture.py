@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "helpers",
         (
+            "mrtr.version",
             "mrtr.deadline",
             "mrtr.stepping",
             "mrtr.inputs",
@@ -139,8 +140,6 @@ KNOWN_BREAKS: frozenset[tuple[str, str]] = frozenset(
         ("mrtr.server.rounds", "mrtr.settings"),
         ("mrtr.server.signature", "mrtr.server.context"),
         ("mrtr.server.signature", "mrtr.server.lifespan"),
-        # The tracer's version: `__version__` is set in `mrtr/__init__.py`, above everything.
-        ("mrtr.middleware.otel", "mrtr"),
     }
 )
 

@@ -92,6 +92,7 @@ from .server.lifespan import LifespanError, State
 from .server.session import LegacySession
 from .server.tasks import TaskSettings
 from .server.tool_error import ToolError
+from .version import __version__
 
 if TYPE_CHECKING:
     from .server.endpoint import ServerEndpoint
@@ -101,9 +102,6 @@ if TYPE_CHECKING:
         # transports are typed against.
         return server
 
-
-__version__ = "0.1.0"
-"""The version of this package."""
 
 __all__ = [
     "LATEST_PROTOCOL_VERSION",

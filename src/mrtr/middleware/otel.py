@@ -42,7 +42,7 @@ class OpenTelemetryMiddleware:
                 'pip install "mrtr[otel]" (or opentelemetry-api)'
             ) from exc
         self._trace = trace
-        from .. import __version__
+        from ..version import __version__
 
         self.tracer = trace.get_tracer(tracer_name, __version__, tracer_provider=tracer_provider)
 
