@@ -51,7 +51,7 @@ async def test_long_deadlines_are_expired_by_the_shared_watchdog(
     with limits[2]:
         await asyncio.sleep(0)  # a long deadline that is not due stays quiet
     assert not limits[2].expired
-    assert deadline_module._watchdog(loop)._live == {}  # nothing left behind
+    assert deadline_module._watchdog(loop).live == {}  # nothing left behind
 
 
 async def test_a_cancellation_from_elsewhere_is_not_a_timeout() -> None:

@@ -107,7 +107,7 @@ async def test_arguments_start_a_tool_again_unchanged() -> None:
 
 def _live_deadlines() -> int:
     """Deadlines the running loop's watchdog holds now."""
-    return len(deadline_module._watchdog(asyncio.get_running_loop())._live)
+    return len(deadline_module._watchdog(asyncio.get_running_loop()).live)
 
 
 async def test_a_round_arms_its_deadline_only_once_it_waits() -> None:

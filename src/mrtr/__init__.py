@@ -3,6 +3,8 @@ Requests. A handler writes `answer = await ctx.elicit(...)` and the SDK turns it
 rounds with a sealed `requestState`; the client answers and retries for you.
 """
 
+from typing import TYPE_CHECKING
+
 from .client import (
     Change,
     Client,
@@ -90,9 +92,16 @@ from .server.lifespan import LifespanError, State
 from .server.session import LegacySession
 from .server.tasks import TaskSettings
 from .server.tool_error import ToolError
+from .version import __version__
 
-__version__ = "0.1.0"
-"""The version of this package."""
+if TYPE_CHECKING:
+    from .server.endpoint import ServerEndpoint
+
+    def _serves_as_endpoint(server: Server) -> ServerEndpoint:
+        # Type checking fails here when `Server` stops satisfying the contract its
+        # transports are typed against.
+        return server
+
 
 __all__ = [
     "LATEST_PROTOCOL_VERSION",

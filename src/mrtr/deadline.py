@@ -31,32 +31,35 @@ class _Watchdog:
     registry's weak key can let a finished loop go.
     """
 
-    __slots__ = ("_live", "_ticking")
+    __slots__ = ("live", "ticking")
 
     def __init__(self) -> None:
-        self._live: dict[Deadline, None] = {}
-        self._ticking = False
+        #: The long deadlines entered and not yet left or expired (a dict: ordered, O(1)).
+        self.live: dict[Deadline, None] = {}
+        #: Whether a tick is scheduled.
+        self.ticking = False
 
     def add(self, deadline: Deadline, loop: asyncio.AbstractEventLoop) -> None:
-        self._live[deadline] = None
-        if not self._ticking:
-            self._ticking = True
-            loop.call_later(TICK, self._tick)
+        self.live[deadline] = None
+        if not self.ticking:
+            self.ticking = True
+            loop.call_later(TICK, self.tick)
 
     def discard(self, deadline: Deadline) -> None:
-        self._live.pop(deadline, None)
+        self.live.pop(deadline, None)
 
-    def _tick(self) -> None:
+    def tick(self) -> None:
+        """Expire the deadlines that are due; come back in a `TICK` while any is left."""
         loop = asyncio.get_running_loop()
         now = loop.time()
-        due = [deadline for deadline in self._live if deadline._when <= now]
+        due = [deadline for deadline in self.live if deadline.when <= now]
         for deadline in due:
-            del self._live[deadline]
-            deadline._expire()
-        if self._live:
-            loop.call_later(TICK, self._tick)
+            del self.live[deadline]
+            deadline.expire()
+        if self.live:
+            loop.call_later(TICK, self.tick)
         else:
-            self._ticking = False
+            self.ticking = False
 
 
 if sys.version_info >= (3, 12):
@@ -64,7 +67,8 @@ if sys.version_info >= (3, 12):
 else:
     # 3.11's `asyncio.current_task` is a Python function around this same lookup: called on
     # every round (here and by the replay engine), the direct lookup costs a third as much.
-    _current_tasks = asyncio.tasks._current_tasks  # type: ignore[attr-defined]
+    # A private of asyncio, read once here and only on 3.11 (3.12's lookup is in C already).
+    _current_tasks = asyncio.tasks._current_tasks  # type: ignore[attr-defined]  # noqa: SLF001
     _running_loop = asyncio.get_running_loop
 
     def current_task() -> asyncio.Task[Any] | None:
@@ -96,7 +100,7 @@ def _watchdog(loop: asyncio.AbstractEventLoop) -> _Watchdog:
 class Deadline:
     """`with Deadline(seconds): await ...` raises `TimeoutError` once `seconds` have passed."""
 
-    __slots__ = ("_cancelling", "_expired", "_seconds", "_task", "_timer", "_when")
+    __slots__ = ("_cancelling", "_expired", "_seconds", "_task", "_timer", "when")
 
     def __init__(self, seconds: float, task: asyncio.Task[Any] | None = None) -> None:
         """`task`: the task the deadline guards, when the caller has it at hand (by default
@@ -106,13 +110,16 @@ class Deadline:
         self._task = task
         # The watchdog watching it (a long deadline) or its own timer (a short one).
         self._timer: _Watchdog | asyncio.TimerHandle | None = None
+        #: The event-loop time it expires at (set on entering it).
+        self.when = 0.0
 
     @property
     def expired(self) -> bool:
         """True once the time ran out (whether or not the awaited work noticed)."""
         return self._expired
 
-    def _expire(self) -> None:
+    def expire(self) -> None:
+        """Expire now: mark it expired and cancel the task it guards (the timer's callback)."""
         self._expired = True
         if self._task is not None:
             self._task.cancel()
@@ -126,18 +133,18 @@ class Deadline:
         self._cancelling = task.cancelling()
         loop = task.get_loop()
         seconds = self._seconds
-        when = self._when = loop.time() + seconds
+        when = self.when = loop.time() + seconds
         if seconds >= COARSE_AFTER:
             # `_watchdog` and `_Watchdog.add` written out: this runs on every round.
             last = _last
             dog = last[1] if last is not None and last[0]() is loop else _watchdog(loop)
             self._timer = dog
-            dog._live[self] = None
-            if not dog._ticking:
-                dog._ticking = True
-                loop.call_later(TICK, dog._tick)
+            dog.live[self] = None
+            if not dog.ticking:
+                dog.ticking = True
+                loop.call_later(TICK, dog.tick)
         else:
-            self._timer = loop.call_at(when, self._expire)
+            self._timer = loop.call_at(when, self.expire)
         return self
 
     def __exit__(
@@ -148,7 +155,7 @@ class Deadline:
     ) -> None:
         timer = self._timer
         if isinstance(timer, _Watchdog):
-            timer._live.pop(self, None)
+            timer.live.pop(self, None)
         elif timer is not None:
             timer.cancel()
         if self._expired:

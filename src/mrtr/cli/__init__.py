@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import __version__
-from ..server.lifespan import LifespanError
+from ..server.endpoint import LifespanError
 from ..settings import LOG_LEVELS
 from ..transport.http_limits import (
     DEFAULT_BODY_TIMEOUT,

@@ -174,8 +174,7 @@ class WorkersError(Exception):
 
 def seals_with_ephemeral_key(server: Server) -> bool:
     """Whether `server` seals request states with a random per-process key (none configured)."""
-    ring = server._rounds.key_ring
-    return ring is not None and ring.random
+    return server.seals_with_random_key
 
 
 def warn_if_ephemeral_key(server: Server) -> None:

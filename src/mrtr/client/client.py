@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+import mrtr.client.era as eras
+
 from ..deadline import Deadline
 from ..inputs import (
     ELICITATION_CREATE,
@@ -67,7 +69,6 @@ from ..protocol.types import (
     Tool,
 )
 from ..protocol.versions import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS
-from . import era as eras
 from .era import LEGACY, MODERN, Era
 from .input_handlers import (
     ElicitationHandler,
@@ -101,7 +102,7 @@ from .tasks import (
 from .tool_output import KnownOutput, first_problem, known_output, read_output
 
 if TYPE_CHECKING:
-    from ..server.server import Server
+    from ..server.endpoint import ServerEndpoint
     from ..transport.base import ClientTransport
     from .auth.oauth import OAuth
     from .config import ConfigSource, ServerConfig
@@ -236,7 +237,7 @@ class Client:
     # --- construction ------------------------------------------------------------------------
 
     @classmethod
-    def in_memory(cls, server: Server, **kwargs: Any) -> Client:
+    def in_memory(cls, server: ServerEndpoint, **kwargs: Any) -> Client:
         """A client connected to `server` in this process (real JSON-RPC, no sockets)."""
         from ..transport.memory import MemoryTransport
 

@@ -42,7 +42,7 @@ class OpenTelemetryMiddleware:
                 'pip install "mrtr[otel]" (or opentelemetry-api)'
             ) from exc
         self._trace = trace
-        from .. import __version__
+        from ..version import __version__
 
         self.tracer = trace.get_tracer(tracer_name, __version__, tracer_provider=tracer_provider)
 
@@ -77,7 +77,7 @@ class OpenTelemetryMiddleware:
                 if mrtr:
                     # Read once the round has run: a first round's flow id exists only if the
                     # handler (or another middleware) needed one, or it asked the client.
-                    flow = ctx.engine.state.flow_id
+                    flow = ctx.current_flow_id
                     if flow:
                         span.set_attribute("mcp.flow.id", flow)
             result_type = result.get("resultType")

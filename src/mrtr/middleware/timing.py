@@ -55,12 +55,11 @@ class TimingMiddleware:
     def _log(self, ctx: RequestContext, outcome: str, elapsed_ms: float) -> None:
         target = request_target(ctx)
         # A flow id only means something once the request has rounds: read, never minted here.
-        state = ctx.engine.state
-        flow = state.flow_id or None
+        flow = ctx.current_flow_id
         fields = {
             "method": ctx.method,
             "target": target,
-            "round": state.round,
+            "round": ctx.round,
             "flow_id": flow,
             "duration_ms": round(elapsed_ms, 3),
             "outcome": outcome,
@@ -71,7 +70,7 @@ class TimingMiddleware:
             "%s%s round=%d%s %.2f ms %s",
             ctx.method,
             f" {target!r}" if target is not None else "",
-            state.round,
+            ctx.round,
             f" flow={flow}" if flow else "",
             elapsed_ms,
             outcome,

@@ -32,7 +32,7 @@ from .budgets import refusal
 from .session import LegacySession
 
 if TYPE_CHECKING:
-    from .server import Server
+    from .endpoint import ServerEndpoint
 
 logger = logging.getLogger("mrtr.server")
 
@@ -45,7 +45,7 @@ class ServerConnection:
 
     def __init__(
         self,
-        server: Server,
+        server: ServerEndpoint,
         send: Send,
         transport_info: Any = None,
         session: LegacySession | None = None,

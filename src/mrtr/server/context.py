@@ -301,6 +301,12 @@ class RequestContext(InjectedContext):
         return self.engine.state.ensure_flow_id()
 
     @property
+    def current_flow_id(self) -> str | None:
+        """The flow id if this request has one yet (a later round, or `flow_id` was read),
+        else None. Reading it never makes one: what an observer such as middleware wants."""
+        return self.engine.state.flow_id or None
+
+    @property
     def request_state(self) -> str | None:
         """The plaintext a manual-style handler put in its last `InputRequiredResult`."""
         self.engine.saw_inputs()  # replay rule 7: a manual-style handler reached its inputs

@@ -65,8 +65,6 @@ SHARED_METHODS = (
 #: Resources one session may follow at once by default (a template can match endlessly many
 #: URIs, and what a session keeps must stay bounded): `Budgets.subscriptions` sets it.
 MAX_SUBSCRIPTIONS = 1024
-#: Requests that change what the session set up (on several instances, its shared record).
-SESSION_CHANGES = frozenset(("logging/setLevel", "resources/subscribe", "resources/unsubscribe"))
 _MODERN_ONLY = ("resultType", "ttlMs", "cacheScope")
 _LISTS = {
     "tools/list": "tools",
@@ -328,4 +326,4 @@ class LegacyMethods:
         return result
 
 
-__all__ = ["MAX_SUBSCRIPTIONS", "SESSION_CHANGES", "LegacyMethods"]
+__all__ = ["MAX_SUBSCRIPTIONS", "LegacyMethods"]

@@ -28,6 +28,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .endpoint import LifespanError
 from .injection import State, is_state_annotation
 
 if TYPE_CHECKING:
@@ -37,11 +38,6 @@ logger = logging.getLogger("mrtr.server")
 
 #: `Server(lifespan=...)`: a function of the server giving an async context manager.
 Lifespan = Callable[["Server"], contextlib.AbstractAsyncContextManager[Any]]
-
-
-class LifespanError(RuntimeError):
-    """The lifespan failed to start or to stop, or its state was read while it was not
-    running."""
 
 
 class _NotRunning:

@@ -718,6 +718,13 @@ class Server:
     # --- legacy sessions -------------------------------------------------------------------
 
     @property
+    def seals_with_random_key(self) -> bool:
+        """Whether request states are sealed with a random per-process key (none configured):
+        fine for one process, while any other instance refuses its tokens."""
+        ring = self._rounds.key_ring
+        return ring is not None and ring.random
+
+    @property
     def serves_legacy(self) -> bool:
         """Whether `initialize`-based clients are served (`InputRequiredConfig.legacy_shim`)."""
         return self.options.input_required.legacy_shim

@@ -62,6 +62,9 @@ import orjson
 from multidict import CIMultiDict
 from yarl import URL
 
+import mrtr.transport.headers as mcp_headers
+import mrtr.transport.http_refusal as refusal
+
 from ..deadline import Deadline
 from ..protocol import jsonrpc
 from ..protocol import meta as meta_keys
@@ -78,8 +81,6 @@ from ..protocol.errors import (
     McpError,
 )
 from ..protocol.versions import LATEST_PROTOCOL_VERSION
-from . import headers as mcp_headers
-from . import http_refusal as refusal
 from .base import MAX_MESSAGE_SIZE, NotificationHandler, RequestHandler
 from .http_session import SESSION_ID, HTTPSession, StreamCursor, visible_ascii
 from .http_sse_client import OLD_TRANSPORT_STATUSES, SSEClientSession

@@ -86,7 +86,6 @@ import orjson
 
 from ..protocol import jsonrpc
 from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, McpError
-from ..server.legacy import SESSION_CHANGES
 from ..server.session import (
     LegacySession,
     MemorySessionStore,
@@ -118,7 +117,7 @@ from .sse_events import (
 )
 
 if TYPE_CHECKING:
-    from ..server.server import Server
+    from ..server.endpoint import ServerEndpoint
     from ..server.store import Broker, Unsubscribe
 
 logger = logging.getLogger("mrtr.http")
@@ -146,6 +145,8 @@ ANSWER_LOOK_FIRST = 0.5
 ANSWER_LOOK_MOST = 5.0
 #: The id of a request an instance of a shared session sent the client (`_prefix` and a count).
 _SERVER_REQUEST_ID = re.compile(r"s-[0-9a-f]{12}-[0-9]{1,18}")
+#: Requests that change what the session set up (on several instances, its shared record).
+SESSION_CHANGES = frozenset(("logging/setLevel", "resources/subscribe", "resources/unsubscribe"))
 _SESSION_HEADER = b"mcp-session-id"
 _MAX_ID_LENGTH = 256
 _SETTLE_POLL = 0.05  # seconds between looks at the requests a drain waits for
@@ -228,7 +229,7 @@ class LegacySessions:
 
     def __init__(
         self,
-        server: Server,
+        server: ServerEndpoint,
         *,
         idle_timeout: float = 3600.0,
         max_sessions: int = 1000,
@@ -1185,6 +1186,7 @@ __all__ = [
     "MAX_KEPT_RESPONSE",
     "MAX_RECORD_BYTES",
     "MAX_SESSION_REQUESTS",
+    "SESSION_CHANGES",
     "LegacySessions",
     "close_sse_stream",
 ]

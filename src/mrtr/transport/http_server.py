@@ -55,6 +55,8 @@ from urllib.parse import urlsplit
 import orjson
 import uvicorn
 
+import mrtr.transport.headers as mcp_headers
+
 from ..protocol import jsonrpc
 from ..protocol import meta as meta_keys
 from ..protocol.errors import (
@@ -65,9 +67,8 @@ from ..protocol.errors import (
     McpError,
 )
 from ..server.auth.guard import BearerGuard
-from ..server.lifespan import LifespanError
+from ..server.endpoint import LifespanError
 from ..stepping import resume
-from . import headers as mcp_headers
 from .http_guard import guarded_protocol
 from .http_legacy import LegacySessions, close_sse_stream
 from .http_limits import (
@@ -101,7 +102,7 @@ from .http_sse import DEFAULT_MAX_STREAMS, SSESessions
 from .sse import KEEPALIVE, encode_event
 
 if TYPE_CHECKING:
-    from ..server.server import Server
+    from ..server.endpoint import ServerEndpoint
 
 logger = logging.getLogger("mrtr.http")
 
@@ -198,7 +199,7 @@ class StreamableHTTPApp:
 
     def __init__(
         self,
-        server: Server,
+        server: ServerEndpoint,
         *,
         path: str | None = "/mcp",
         allowed_origins: Iterable[str] | None = None,
@@ -1069,7 +1070,7 @@ class _Uvicorn(uvicorn.Server):
     def __init__(
         self,
         config: uvicorn.Config,
-        mcp_server: Server,
+        mcp_server: ServerEndpoint,
         running: contextlib.AsyncExitStack | None = None,
         drain_grace: float = 0.0,
     ) -> None:
@@ -1126,7 +1127,7 @@ class _Uvicorn(uvicorn.Server):
 
 
 async def serve_http(
-    server: Server,
+    server: ServerEndpoint,
     host: str = "127.0.0.1",
     port: int = 8000,
     *,
@@ -1241,7 +1242,7 @@ _LIMIT_KEYWORDS = frozenset(
 _worker: tuple[StreamableHTTPApp, type[asyncio.Protocol]] | None = None
 
 
-def worker_app(server: Server, **options: Any) -> StreamableHTTPApp:
+def worker_app(server: ServerEndpoint, **options: Any) -> StreamableHTTPApp:
     """The app of one uvicorn worker process, bounded as `serve_http` bounds its own.
 
     `options` are `serve_http`'s keywords (the app's and the connection limits; HTTP+SSE is

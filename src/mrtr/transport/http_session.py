@@ -19,7 +19,7 @@ from typing import Any
 
 from multidict import CIMultiDict
 
-from . import headers as mcp_headers
+import mrtr.transport.headers as mcp_headers
 
 #: The header that carries the session id, both ways.
 SESSION_ID = "Mcp-Session-Id"

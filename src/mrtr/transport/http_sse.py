@@ -48,7 +48,7 @@ from .http_responses import SSE_HEADERS, accepted, reject, send_json
 from .sse import KEEPALIVE, encode_named_event
 
 if TYPE_CHECKING:
-    from ..server.server import Server
+    from ..server.endpoint import ServerEndpoint
 
 logger = logging.getLogger("mrtr.http")
 
@@ -116,7 +116,7 @@ class SSESessions:
 
     def __init__(
         self,
-        server: Server,
+        server: ServerEndpoint,
         path: str,
         *,
         max_streams: int = DEFAULT_MAX_STREAMS,

@@ -20,13 +20,13 @@ from ..protocol.errors import CONNECTION_CLOSED, McpError
 from .base import NotificationHandler, RequestHandler
 
 if TYPE_CHECKING:
-    from ..server.server import Server
+    from ..server.endpoint import ServerEndpoint
 
 
 class MemoryTransport:
     """Connects a client straight to `server.handle_message`, through the JSON codec."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: ServerEndpoint) -> None:
         self._server = server
         self._on_notification: NotificationHandler | None = None
         self._open = False

@@ -108,8 +108,7 @@ class EventStream:
         if self.finished:
             return
         log = self._log
-        number = log._next  # `log.next_number()`, without the call
-        log._next = number + 1
+        number = log.next_number()
         self.last = number
         self._events.append((number, data))
         log.grew(len(data))
@@ -162,24 +161,31 @@ class EventStream:
         """Take the events of another instance's `snapshot` as this stream's; the client has
         those up to `cursor`. Events of this instance not yet delivered follow, renumbered."""
         pending = [data for number, data in self._events if number > self.delivered]
-        self._log.size -= self._size()
+        self._log.size -= self.kept_bytes()
         self._events = deque(snapshot.events)
         self.last = snapshot.last
         self.dropped = snapshot.dropped
         self.delivered = cursor
         self._log.advance(snapshot.last)
-        self._log.grew(self._size())
+        self._log.grew(self.kept_bytes())
         for data in pending:
             self.add(data)
         self.changed.set()
 
-    def _drop_oldest(self) -> int:
+    @property
+    def kept_events(self) -> int:
+        """How many events the stream keeps now."""
+        return len(self._events)
+
+    def kept_bytes(self) -> int:
+        """The size of the events the stream keeps now."""
+        return sum(len(data) for _, data in self._events)
+
+    def drop_oldest(self) -> int:
+        """Drop the oldest event kept (for room, rule 3); its size."""
         number, data = self._events.popleft()
         self.dropped = number
         return len(data)
-
-    def _size(self) -> int:
-        return sum(len(data) for _, data in self._events)
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,8 +279,7 @@ class EventLog:
         """Forget `stream` now (its events can never be asked for again)."""
         if self._streams.get(stream.id) is stream:
             del self._streams[stream.id]
-            for _, data in stream._events:
-                self.size -= len(data)
+            self.size -= stream.kept_bytes()
 
     def streams(self) -> list[EventStream]:
         """Every stream kept."""
@@ -296,8 +301,8 @@ class EventLog:
             (1, [s for s in self._streams.values() if not s.finished]),
         ):
             for victim in candidates:
-                while self.size > self.max_bytes and len(victim._events) > keep:
-                    self.size -= victim._drop_oldest()
+                while self.size > self.max_bytes and victim.kept_events > keep:
+                    self.size -= victim.drop_oldest()
                 if self.size <= self.max_bytes:
                     return
 
@@ -309,7 +314,7 @@ class EventLog:
             if victim is None:
                 return
             del self._streams[victim.id]
-            self.size -= victim._size()
+            self.size -= victim.kept_bytes()
 
 
 __all__ = [

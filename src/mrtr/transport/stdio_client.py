@@ -233,7 +233,15 @@ class StdioTransport:
         generation = self._generation
         try:
             process, _ = await loop.subprocess_exec(
-                lambda: _ChildProtocol(self, generation),
+                lambda: _ChildProtocol(
+                    current=lambda: self._generation == generation,
+                    data=self._data,
+                    eof=self._eof,
+                    exited=self._child_exited,
+                    finished=self._child_finished,
+                    pause=self._pause_writing,
+                    resume=self._resume_writing,
+                ),
                 self.command,
                 *self.args,
                 stdin=asyncio.subprocess.PIPE,
@@ -514,6 +522,14 @@ class StdioTransport:
 
     # --- the child's end -----------------------------------------------------------------------
 
+    def _child_exited(self) -> None:
+        self._exited.set()
+        self._check_gone()
+
+    def _child_finished(self) -> None:
+        self._finished.set()
+        self._set_gone()
+
     def _check_gone(self) -> None:
         """At stdout EOF or exit. The server is gone once it has exited and all its pipes are
         closed (`connection_lost`), or shortly after either event when the other never comes
@@ -574,38 +590,48 @@ class StdioTransport:
 
 class _ChildProtocol(asyncio.SubprocessProtocol):
     """Feeds the child's pipes and lifecycle into its `StdioTransport`, with no task per line.
-    After a restart, what the previous child still delivers is dropped."""
+    After a restart, what the previous child still delivers is dropped (`current` says no)."""
 
-    def __init__(self, owner: StdioTransport, generation: int) -> None:
-        self._owner = owner
-        self._generation = generation
-
-    def _current(self) -> bool:
-        return self._owner._generation == self._generation
+    def __init__(
+        self,
+        *,
+        current: Callable[[], bool],
+        data: Callable[[int, bytes], None],
+        eof: Callable[[int], None],
+        exited: Callable[[], None],
+        finished: Callable[[], None],
+        pause: Callable[[], None],
+        resume: Callable[[], None],
+    ) -> None:
+        self._current = current
+        self._data = data
+        self._eof = eof
+        self._exited = exited
+        self._finished = finished
+        self._pause = pause
+        self._resume = resume
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
         if self._current():
-            self._owner._data(fd, data)
+            self._data(fd, data)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         if self._current():
-            self._owner._eof(fd)
+            self._eof(fd)
 
     def process_exited(self) -> None:
         if self._current():
-            self._owner._exited.set()
-            self._owner._check_gone()
+            self._exited()
 
     def connection_lost(self, exc: Exception | None) -> None:
         # The process has exited and all its pipes are closed: nothing more can arrive.
         if self._current():
-            self._owner._finished.set()
-            self._owner._set_gone()
+            self._finished()
 
     def pause_writing(self) -> None:
         if self._current():
-            self._owner._pause_writing()
+            self._pause()
 
     def resume_writing(self) -> None:
         if self._current():
-            self._owner._resume_writing()
+            self._resume()

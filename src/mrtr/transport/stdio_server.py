@@ -21,14 +21,14 @@ from .process_stdio import LineWriter, open_stdin, open_stdout
 from .stdio_framing import NEWLINE, describe_size, leading_id, logger
 
 if TYPE_CHECKING:
-    from ..server.server import Server
+    from ..server.endpoint import ServerEndpoint
 
 #: Seconds requests in flight at end of input get to end and be answered.
 EOF_GRACE = 10.0
 
 
 async def serve_stdio(
-    server: Server,
+    server: ServerEndpoint,
     stdin: asyncio.StreamReader | None = None,
     stdout: LineWriter | None = None,
     *,
@@ -68,7 +68,7 @@ class _Session:
     """One stdio server session: the read loop and the single writer."""
 
     def __init__(
-        self, server: Server, reader: asyncio.StreamReader, writer: LineWriter, limit: int
+        self, server: ServerEndpoint, reader: asyncio.StreamReader, writer: LineWriter, limit: int
     ) -> None:
         self._reader = reader
         self._writer = writer

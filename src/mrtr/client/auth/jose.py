@@ -18,7 +18,7 @@ _ASSERTION_LIFETIME = 300  # seconds
 def _joserfc() -> Any:
     try:
         import joserfc.jwk
-        import joserfc.jwt
+        import joserfc.jwt  # noqa: F401 - loads the submodule; callers use `joserfc.jwt`
     except ImportError:  # pragma: no cover - depends on the installation
         from .discovery import AuthorizationFailed
 

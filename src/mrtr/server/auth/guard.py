@@ -49,7 +49,7 @@ from .settings import WELL_KNOWN, AuthSettings, expand_scopes
 from .token import AccessToken, VerifierUnavailable, bound_key
 
 if TYPE_CHECKING:
-    from ..server import Server
+    from ..endpoint import ServerEndpoint
     from .dpop import DPoPChecker
 
 logger = logging.getLogger("mrtr.auth")
@@ -71,7 +71,7 @@ _CORS = [
 class BearerGuard:
     """The resource-server check of one endpoint (see the module rules)."""
 
-    def __init__(self, settings: AuthSettings, server: Server) -> None:
+    def __init__(self, settings: AuthSettings, server: ServerEndpoint) -> None:
         self.settings = settings
         self.server = server
         self._metadata = orjson.dumps(settings.metadata())
