@@ -23,7 +23,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..protocol import jsonrpc
 from ..protocol.errors import McpError
@@ -31,13 +31,42 @@ from ..stepping import start_task
 from .budgets import refusal
 from .session import LegacySession
 
-if TYPE_CHECKING:
-    from .server import Server
-
 logger = logging.getLogger("mrtr.server")
 
 #: Writes one outgoing message (a response or a notification) to the stream.
 Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class Served(Protocol):
+    """What a connection needs of the server it feeds (a `Server` is one)."""
+
+    @property
+    def serves_legacy(self) -> bool:
+        """Whether `initialize`-based clients are served."""
+
+    def handle_message(
+        self,
+        message: Any,
+        notify: Send | None = None,
+        transport_info: Any = None,
+        session: LegacySession | None = None,
+    ) -> Awaitable[dict[str, Any] | None]:
+        """The response to any message, or None for a notification."""
+
+    def handle_request(
+        self,
+        message: dict[str, Any],
+        notify: Send | None = None,
+        transport_info: Any = None,
+        session: LegacySession | None = None,
+    ) -> Awaitable[dict[str, Any]]:
+        """The response to one validated request."""
+
+    def attach_session(self, session: LegacySession) -> None:
+        """Register a negotiated legacy session."""
+
+    def detach_session(self, session: LegacySession) -> None:
+        """Forget a legacy session."""
 
 
 class ServerConnection:
@@ -45,7 +74,7 @@ class ServerConnection:
 
     def __init__(
         self,
-        server: Server,
+        server: Served,
         send: Send,
         transport_info: Any = None,
         session: LegacySession | None = None,

@@ -141,6 +141,11 @@ class RequestContext:
     def _state(self, state: RoundState) -> None:
         self._engine.state = state
 
+    @property
+    def notify_sink(self) -> NotifySink | None:
+        """Where this request's notifications go (None: its transport streams none)."""
+        return self._notify
+
     # --- what the request says -----------------------------------------------------------
 
     @property
