@@ -11,9 +11,9 @@ Rules:
    request is itself modern (a removed method), else -32022 naming the versions served.
 3. A modern request's `_meta` carries the protocol version (a served one: -32022 otherwise)
    and the client's capabilities (an object); a log level and a progress token are optional
-   and must be valid. A missing or malformed required field is -32602 (`check_meta`).
-   `common_meta` is the quick test of the shape nearly every request has: a request it accepts
-   passes `check_meta` too.
+   and must be valid. A missing or malformed required field is -32602 (`check_meta`). A
+   dispatcher may first test for the shape nearly every request has (a served version,
+   capabilities, nothing optional), which `check_meta` always accepts.
 4. `declares_modern` is the transports' test, before any session is looked up: a `_meta`
    that names a protocol version at all (served or not) is a modern client's, to be answered
    in the modern era's terms.
@@ -67,20 +67,6 @@ def initialize_refused(params: dict[str, Any]) -> McpError:
     )
 
 
-def common_meta(params: dict[str, Any]) -> bool:
-    """Whether a request's `_meta` has the common shape: a served version, capabilities and
-    nothing optional (rule 3's quick test)."""
-    meta = params.get("_meta")
-    return (
-        type(meta) is dict
-        and type(version := meta.get(_PROTOCOL_VERSION)) is str
-        and version in SUPPORTED_PROTOCOL_VERSIONS
-        and type(meta.get(_CLIENT_CAPABILITIES)) is dict
-        and _LOG_LEVEL not in meta
-        and _PROGRESS_TOKEN not in meta
-    )
-
-
 def check_meta(params: dict[str, Any]) -> None:
     """Refuse a modern request whose `_meta` is missing, malformed or of a version not
     served, with its precise error (rule 3)."""
@@ -122,7 +108,6 @@ def check_progress_token(meta: dict[str, Any]) -> None:
 __all__ = [
     "check_meta",
     "check_progress_token",
-    "common_meta",
     "declares_modern",
     "initialize_refused",
     "is_modern",

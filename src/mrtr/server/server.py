@@ -118,12 +118,8 @@ class Server:
     def tool(
         self, name: str | F | None = None, **fields: Unpack[ToolFields]
     ) -> F | Callable[[F], F]:
-        """Register a function as a tool; its signature gives the input schema.
-
-        Used bare (`@server.tool`) or called (`@server.tool("name", ...)`), with the settings
-        `ToolFields` names: a sync function runs in a worker thread unless
-        `run_in_thread=False`; `timeout`, `tags`, `scopes`, `task`...
-        """
+        """Register a function as a tool, bare (`@server.tool`) or called with a name and the
+        settings of `ToolFields`; its signature gives the input schema."""
 
         def register(fn: F) -> F:
             entry = ToolEntry(fn, name=name if isinstance(name, str) else None, **fields)
@@ -145,9 +141,8 @@ class Server:
     def prompt(
         self, name: str | F | None = None, **fields: Unpack[PromptFields]
     ) -> F | Callable[[F], F]:
-        """Register a function as a prompt; its parameters are the prompt's arguments.
-
-        Used bare (`@server.prompt`) or called, with the settings `PromptFields` names."""
+        """Register a function as a prompt, bare or called with a name and the settings of
+        `PromptFields`; its parameters are the prompt's arguments."""
 
         def register(fn: F) -> F:
             name_ = name if isinstance(name, str) else None
@@ -226,9 +221,8 @@ class Server:
         self._registry.enable(tags)
 
     def completion(self) -> Callable[[F], F]:
-        """Register the argument-completion handler, called as `fn(ref, argument,
-        context_arguments)` (plus `ctx=` if it takes one); it returns a list of strings or a
-        `Completion`/dict."""
+        """Register the argument-completion handler: `fn(ref, argument, context_arguments)`
+        (plus `ctx=` if it takes one) gives a list of strings or a `Completion`/dict."""
 
         def register(fn: F) -> F:
             self._registry.set_completion(fn)
@@ -265,12 +259,8 @@ class Server:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Server]:
-        """Run the lifespan while inside: `async with server.running(): ...`.
-
-        Every transport enters it; nested and concurrent entries share one run of the lifespan
-        (the last exit runs it out). Use it when driving `handle_message` yourself, or from
-        the lifespan of an application that mounts `asgi_app()`.
-        """
+        """Run the lifespan while inside: `async with server.running(): ...`. Every transport
+        enters it; nested and concurrent entries share one run (the last exit runs it out)."""
         await self._lifespan.enter()
         try:
             await self._subscriptions.start()
@@ -302,8 +292,7 @@ class Server:
         transport_info: Any = None, session: LegacySession | None = None,
     ) -> Response:  # fmt: skip
         """Handle one validated request and return its response; never raises but for the
-        cancellation of the task running it (see `entry.py`). With a `session`, a request
-        without a modern `_meta` protocol version is served as its session negotiated."""
+        cancellation of the task running it (`entry.py` says how the era is decided)."""
         return self._entry.handle_request(message, notify, transport_info, session)
 
     # --- legacy sessions and change notifications --------------------------------------------
