@@ -76,9 +76,8 @@ class Server:
         middleware: Sequence[Middleware] = (),
     ) -> None:
         """`lifespan`: a function of the server giving an async context manager, entered once
-        per process while the server is served (see `lifespan.py`); what it yields is
-        `ctx.state`. `middleware`: run around every request, first outermost (see
-        `middleware.py`; `@server.middleware` adds more)."""
+        per process while served; what it yields is `ctx.state` (see `lifespan.py`).
+        `middleware`: run around every request, first outermost (see `middleware.py`)."""
         self.name = name
         self.version = version
         # Without explicit options, the deployment's `MRTR_*` settings (see `mrtr.settings`).
@@ -207,13 +206,11 @@ class Server:
         self._registry.remove_prompt(name)
 
     def remove_resource(self, uri: str) -> None:
-        """Remove the resource at `uri`, or the template spelled `uri` (a `KeyError` if
-        there is neither), and announce the change."""
+        """Remove the resource or template `uri` (a `KeyError` if none) and announce it."""
         self._registry.remove_resource(uri)
 
     def disable(self, *tags: str) -> None:
-        """Hide every tool, prompt, resource and template carrying one of `tags`: they leave
-        the lists and are unknown to calls until `enable`d; listening clients are told."""
+        """Hide every tool, prompt, resource and template tagged one of `tags` (until `enable`)."""
         self._registry.disable(tags)
 
     def enable(self, *tags: str) -> None:
@@ -272,8 +269,7 @@ class Server:
             await self._lifespan.exit()
 
     def middleware(self, fn: M) -> M:
-        """Register a middleware, `async def mw(ctx, call_next) -> dict`, run around every
-        request; the first registered is the outermost (see `middleware.py`)."""
+        """Register `async def mw(ctx, call_next) -> dict`, run around every request."""
         check_middleware(fn)
         self._middleware.append(fn)
         self._entry.build(self._middleware)
@@ -283,8 +279,7 @@ class Server:
         self, message: Any, notify: NotifySink | None = None, transport_info: Any = None,
         session: LegacySession | None = None,
     ) -> Coroutine[Any, Any, dict[str, Any] | None]:  # fmt: skip
-        """Handle any decoded JSON-RPC message: the response, or None for a notification
-        (`session`: the legacy session it came on, when the transport keeps them)."""
+        """Handle any decoded JSON-RPC message: the response, or None for a notification."""
         return self._entry.handle_message(message, notify, transport_info, session)
 
     def handle_request(
@@ -295,7 +290,14 @@ class Server:
         cancellation of the task running it (`entry.py` says how the era is decided)."""
         return self._entry.handle_request(message, notify, transport_info, session)
 
-    # --- legacy sessions and change notifications --------------------------------------------
+    # --- sessions, keys and change notifications ---------------------------------------------
+
+    @property
+    def seals_with_random_key(self) -> bool:
+        """Whether request states are sealed with a random per-process key (none configured):
+        fine for one process, while any other instance refuses its tokens."""
+        ring = self._rounds.key_ring
+        return ring is not None and ring.random
 
     @property
     def serves_legacy(self) -> bool:
@@ -337,16 +339,14 @@ class Server:
     # --- serving -----------------------------------------------------------------------------
 
     def asgi_app(self, **kwargs: Any) -> Any:
-        """A plain ASGI app serving this server over Streamable HTTP at `/mcp` (and the
-        HTTP+SSE transport of 2024-11-05 at `/sse`; `sse_path=None` turns it off)."""
+        """An ASGI app serving this server over Streamable HTTP at `/mcp` (HTTP+SSE at `/sse`)."""
         from ..transport.http_server import StreamableHTTPApp
 
         return StreamableHTTPApp(self, **kwargs)
 
     def run(self, transport: str = "stdio", **kwargs: Any) -> None:
-        """Serve until stopped: `transport="stdio"` (keyword arguments to `serve_stdio`:
-        `max_message_size=`, `eof_grace=`) or `"http"` (to `serve_http`: `host=`, `port=`,
-        and the limits of every connection). Runs on uvloop when it is installed."""
+        """Serve until stopped over `transport`: "stdio" (keyword arguments to `serve_stdio`) or
+        "http" (to `serve_http`: `host=`, `port=`, limits). Runs on uvloop when installed."""
         if transport == "stdio":
             from ..transport.stdio_server import serve_stdio
 
