@@ -90,6 +90,11 @@ class TaskManager:
         return self._store
 
     @property
+    def sharing(self) -> bool:
+        """Whether answers stored by another instance wake this one (through the broker)."""
+        return self.subscriptions.sharing
+
+    @property
     def tally(self) -> Tally:
         """Counts live tasks by holder and in all: in Redis with a Redis store (every instance
         sharing it), in this process otherwise."""

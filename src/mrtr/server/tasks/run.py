@@ -231,8 +231,7 @@ class TaskRun:
         store = self.manager.store
         poll: float | None = None  # a store of this process: only a wake-up brings answers
         if not isinstance(store.store, MemoryStore):
-            sharing = self.manager.subscriptions.sharing
-            poll = ANSWER_FALLBACK_POLL if sharing else ANSWER_POLL
+            poll = ANSWER_FALLBACK_POLL if self.manager.sharing else ANSWER_POLL
         completed = False
         try:
             while True:
