@@ -3,15 +3,18 @@ the message alone."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
+from mrtr import Server
 from mrtr.protocol import errors
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.era import check_meta, declares_modern, initialize_refused, is_modern
 from mrtr.protocol.errors import McpError
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
+from mrtr.server.connection import ServerConnection
 
 VERSION = meta_keys.PROTOCOL_VERSION
 CAPS = meta_keys.CLIENT_CAPABILITIES
@@ -67,3 +70,21 @@ def test_a_valid_meta_passes() -> None:
             }
         }
     )
+
+
+async def test_a_modern_initialize_on_a_connection_opens_no_session() -> None:
+    server = Server("s")
+    answered = asyncio.Event()
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        answered.set()
+
+    connection = ServerConnection(server, send)
+    params = {"_meta": {VERSION: LATEST_PROTOCOL_VERSION, CAPS: {}}}
+    await connection.feed({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
+    await asyncio.wait_for(answered.wait(), 10)
+    assert sent[0]["error"]["code"] == errors.METHOD_NOT_FOUND
+    assert connection.session is None
+    await connection.aclose()
