@@ -409,7 +409,7 @@ async def test_bug_inside_the_sdk_is_internal_error_without_internals(
     def broken(*args: Any) -> Any:
         raise KeyError("secret-path /srv/app/keys.pem")
 
-    server._page = broken  # type: ignore[method-assign]
+    server._registry.page = broken  # type: ignore[method-assign]
     response = await server.handle_message(make_request("tools/list", id=9))
     err = error_of(response)
     assert err["code"] == errors.INTERNAL_ERROR

@@ -97,7 +97,7 @@ async def test_meta_outside_the_common_shape_gets_the_full_check() -> None:
 
 async def test_arguments_start_a_tool_again_unchanged() -> None:
     server = _server()
-    signature = server._tools["seen"].signature
+    signature = server._registry.tools["seen"].signature
     kwargs = signature.bind({"a": 3})
     ctx = RequestContext(server, 7, "tools/call", {"_meta": _meta()})
     assert await signature.start(kwargs, ctx) == "3 7"

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import jsonrpc
+from ..protocol.era import is_modern
 from ..protocol.errors import McpError
 from ..stepping import start_task
 from .budgets import refusal
@@ -130,7 +131,14 @@ class ServerConnection:
                 await self._send(jsonrpc.error_response(request_id, error))
                 return
             session = self.session
-            if session is None and message["method"] == "initialize" and self.server.serves_legacy:
+            if (
+                session is None
+                and message["method"] == "initialize"
+                and not is_modern(message.get("params") or {})
+                and self.server.serves_legacy
+            ):
+                # A legacy client's handshake opens the session (a modern `initialize` is
+                # refused without one: there is no handshake to open it for).
                 session = self.session = LegacySession(self._send)
             task = start_task(self._run(message, session))
             if not task.done():  # done already: answered in its first step

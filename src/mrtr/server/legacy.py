@@ -2,7 +2,7 @@
 2024-11-05, from the same registered tools, prompts, resources and handlers.
 
 A request of a negotiated session that does not carry a modern `_meta` protocol version is
-served here (`Server.handle_request` decides). Rules:
+served here (`protocol/era.py` decides, at the entry). Rules:
 
 1. `initialize` negotiates as the legacy lifecycle says: the client's version if this server
    speaks it, else the newest legacy version; it fills the session (version, capabilities,
@@ -10,10 +10,11 @@ served here (`Server.handle_request` decides). Rules:
    is -32600. Before `initialize` only `ping` is served; anything else is -32600 saying to
    send `initialize` first.
 2. The lists, `tools/call`, `prompts/get`, `resources/read` and `completion/complete` run the
-   same code as on a modern request; results lose what only 2026-07-28 has (`resultType`,
-   `ttlMs`, `cacheScope`, the serverInfo `_meta`), and fields a negotiated revision predates
-   (`icons` before 2025-11-25; `title`, `outputSchema`, `structuredContent` before 2025-06-18;
-   tool `annotations` and the `completions` capability before 2025-03-26).
+   same registry and invocation pipeline as a modern request; results are rendered here, with
+   the fields the negotiated revision has: none of what only 2026-07-28 adds (`resultType`,
+   `ttlMs`, `cacheScope`, the serverInfo `_meta`: the modern dispatcher's), and without those
+   it predates (`icons` before 2025-11-25; `title`, `outputSchema`, `structuredContent` before
+   2025-06-18; tool `annotations` and the `completions` capability before 2025-03-26).
 3. Questions a handler asks are sent to the client live (`live.py`); a manual-style handler
    is driven live too (`rounds.py`).
 4. `logging/setLevel` sets the session's level, `resources/subscribe`/`unsubscribe` its
@@ -26,46 +27,38 @@ served here (`Server.handle_request` decides). Rules:
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..protocol import jsonrpc
 from ..protocol import meta as meta_keys
+from ..protocol.era import check_progress_token
 from ..protocol.errors import (
     INVALID_REQUEST,
     McpError,
     invalid_params,
     method_not_found,
 )
+from ..protocol.types import Implementation
 from ..protocol.versions import LATEST_LEGACY_PROTOCOL_VERSION, LEGACY_PROTOCOL_VERSIONS
 from .budgets import BUDGET_EXCEEDED, holder
-from .context import NotifySink, RequestContext
+from .inbound import Inbound
 
 if TYPE_CHECKING:
-    from .server import Server
+    from .context import RequestContext
+    from .invocation import Invocation
+    from .options import ServerOptions
+    from .registry import Registry
     from .session import LegacySession
 
 logger = logging.getLogger("mrtr.server")
 
-Handler = Callable[[RequestContext], Awaitable[dict[str, Any]]]
+Handler = Callable[["Inbound"], Awaitable[dict[str, Any]]]
 
-#: Methods whose handlers are shared with the modern era.
-SHARED_METHODS = (
-    "tools/list",
-    "tools/call",
-    "prompts/list",
-    "prompts/get",
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-    "completion/complete",
-)
 #: Resources one session may follow at once by default (a template can match endlessly many
 #: URIs, and what a session keeps must stay bounded): `Budgets.subscriptions` sets it.
 MAX_SUBSCRIPTIONS = 1024
-_MODERN_ONLY = ("resultType", "ttlMs", "cacheScope")
 _LISTS = {
     "tools/list": "tools",
     "prompts/list": "prompts",
@@ -102,11 +95,32 @@ def _without(item: dict[str, Any], fields: frozenset[str]) -> dict[str, Any]:
 
 
 class LegacyMethods:
-    """The legacy-era face of one `Server` (see the module rules)."""
+    """The legacy-era face of one server (see the module rules)."""
 
-    def __init__(self, server: Server, shared: Mapping[str, Handler]) -> None:
-        self._server = server
-        self._methods: dict[str, Handler] = {name: shared[name] for name in SHARED_METHODS}
+    def __init__(
+        self,
+        registry: Registry,
+        invocation: Invocation,
+        options: ServerOptions,
+        capabilities: Callable[[], dict[str, Any]],
+        info: Implementation,
+        instructions: str | None,
+    ) -> None:
+        self.registry = registry
+        self.options = options
+        self.server_capabilities = capabilities
+        self.info = info
+        self.instructions = instructions
+        self._methods: dict[str, Handler] = {
+            "tools/list": self._list,
+            "tools/call": invocation.call_tool,
+            "prompts/list": self._list,
+            "prompts/get": invocation.get_prompt,
+            "resources/list": self._list,
+            "resources/templates/list": self._list,
+            "resources/read": invocation.read_resource,
+            "completion/complete": invocation.complete,
+        }
         self._own: dict[str, Callable[[dict[str, Any], LegacySession], dict[str, Any]]] = {
             "ping": self._ping,
             "logging/setLevel": self._set_level,
@@ -114,22 +128,14 @@ class LegacyMethods:
             "resources/unsubscribe": self._unsubscribe,
         }
 
-    async def handle(
-        self,
-        request_id: jsonrpc.RequestId,
-        method: str,
-        params: dict[str, Any],
-        notify: NotifySink | None,
-        transport_info: Any,
-        session: LegacySession,
-        ctx: RequestContext | None = None,
-    ) -> dict[str, Any]:
-        """Serve one request of `session`; its result (errors are raised as `McpError`).
-
-        `ctx` is the request's context when the server's middleware already made it.
-        """
+    async def dispatch(self, request: Inbound) -> dict[str, Any]:
+        """Serve one request of its session; its result (errors are raised as `McpError`)."""
+        method = request.method
+        params = request.params
+        session = request.session
+        assert session is not None  # the entry sends only a session's requests here
         if method == "initialize":
-            return await self._initialize(params, session, transport_info)
+            return await self._initialize(params, session, request.transport_info)
         version = session.protocol_version
         if version is None:
             if method == "ping":
@@ -150,23 +156,12 @@ class LegacyMethods:
         if meta is not None:
             if not isinstance(meta, dict):
                 raise invalid_params('"_meta" must be an object')
-            token = meta.get(meta_keys.PROGRESS_TOKEN)
-            if token is not None and not jsonrpc.is_valid_id(token):
-                raise invalid_params(
-                    f"_meta[{meta_keys.PROGRESS_TOKEN!r}] must be a string or an integer"
-                )
-        if ctx is None:
-            server = self._server
-            if handler is server._tools_call:
-                # A tool that takes no context runs without one (`Server._call_tool_direct`).
-                result = await server._call_tool_direct(
-                    request_id, params, notify, transport_info, session
-                )
-                return self._shape(method, result, version)
-            ctx = RequestContext(
-                server, request_id, method, params, notify, transport_info, session=session
-            )
-        return self._shape(method, await handler(ctx), version)
+            check_progress_token(meta)
+        return self._render(method, await handler(request), version)
+
+    def dispatch_context(self, ctx: RequestContext) -> Awaitable[dict[str, Any]]:
+        """`dispatch` of the request a middleware passed on as `ctx` (`call_next`'s end)."""
+        return self.dispatch(Inbound.of(ctx))
 
     def notification(self, method: str, session: LegacySession) -> None:
         """Act on a client notification of `session` (rule 5)."""
@@ -178,7 +173,7 @@ class LegacyMethods:
 
     def capabilities(self, version: str) -> dict[str, Any]:
         """The server's capabilities as `initialize` states them for `version`."""
-        caps = self._server.capabilities()
+        caps = self.server_capabilities()
         if version < "2025-03-26":
             caps.pop("completions", None)
         return caps
@@ -212,29 +207,28 @@ class LegacyMethods:
         session.client_capabilities = capabilities
         session.client_info = client_info
         session.touch()
-        server = self._server
         try:
             self._check_size(session, transport_info)
             admission = session.admission
             if admission is not None:
-                await admission.admit(session, server.options.budgets.sessions_per_principal)
+                await admission.admit(session, self.options.budgets.sessions_per_principal)
         except BaseException:
             session.protocol_version = None  # refused: the session was never negotiated
             raise
         result: dict[str, Any] = {
             "protocolVersion": version,
             "capabilities": self.capabilities(version),
-            "serverInfo": _without(server.info.to_wire(), frozenset(_INFO_LEFT_OUT[version])),
+            "serverInfo": _without(self.info.to_wire(), frozenset(_INFO_LEFT_OUT[version])),
         }
-        if server.instructions:
-            result["instructions"] = server.instructions
+        if self.instructions:
+            result["instructions"] = self.instructions
         return result
 
     def _check_size(self, session: LegacySession, transport_info: Any) -> None:
         """Name the session's holder, and keep what `initialize` leaves behind within
         `Budgets.session_bytes`, measured as the session's record (the same in memory and in a
         shared store)."""
-        budgets = self._server.options.budgets
+        budgets = self.options.budgets
         session.holder = holder(session.principal, transport_info)
         size = len(orjson.dumps(session.to_record()))
         if size > budgets.session_bytes:
@@ -259,7 +253,7 @@ class LegacyMethods:
 
     def _subscribe(self, params: dict[str, Any], session: LegacySession) -> dict[str, Any]:
         uri = self._uri(params, "resources/subscribe")
-        budgets = self._server.options.budgets
+        budgets = self.options.budgets
         size = len(uri.encode("utf-8", "surrogatepass"))
         if size > budgets.subscription_uri_bytes:
             raise invalid_params(
@@ -268,7 +262,7 @@ class LegacyMethods:
                 {"reason": BUDGET_EXCEEDED, "budget": "subscription URI bytes",
                  "limit": budgets.subscription_uri_bytes},
             )  # fmt: skip
-        if not self._server.has_resource(uri):
+        if not self.registry.has_resource(uri):
             raise invalid_params(f"Resource not found: {uri[:200]}", {"uri": uri})
         if uri in session.subscriptions:
             return {}
@@ -302,19 +296,14 @@ class LegacyMethods:
             raise invalid_params(f'{method} needs "uri", the URI of a resource (a string)')
         return uri
 
-    # --- result shapes (rule 2) ------------------------------------------------------------
+    # --- results (rule 2) --------------------------------------------------------------------
+
+    async def _list(self, request: Inbound) -> dict[str, Any]:
+        return self.registry.page(request.method, request.params)
 
     @staticmethod
-    def _shape(method: str, result: dict[str, Any], version: str) -> dict[str, Any]:
-        for modern in _MODERN_ONLY:
-            result.pop(modern, None)
-        meta = result.get("_meta")
-        if isinstance(meta, dict) and meta_keys.SERVER_INFO in meta:
-            meta = {k: v for k, v in meta.items() if k != meta_keys.SERVER_INFO}
-            if meta:
-                result["_meta"] = meta
-            else:
-                del result["_meta"]
+    def _render(method: str, result: dict[str, Any], version: str) -> dict[str, Any]:
+        """`result` with only the fields `version` has (rule 2)."""
         left_out = _LEFT_OUT[version]
         if not left_out:
             return result

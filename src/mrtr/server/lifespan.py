@@ -26,18 +26,15 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .endpoint import LifespanError
 from .injection import State, is_state_annotation
 
-if TYPE_CHECKING:
-    from .server import Server
-
 logger = logging.getLogger("mrtr.server")
 
-#: `Server(lifespan=...)`: a function of the server giving an async context manager.
-Lifespan = Callable[["Server"], contextlib.AbstractAsyncContextManager[Any]]
+#: A server's lifespan bound to its server: called once per run, it gives the context manager.
+BoundLifespan = Callable[[], contextlib.AbstractAsyncContextManager[Any]]
 
 
 class _NotRunning:
@@ -50,8 +47,9 @@ _NOT_RUNNING: Any = _NotRunning()
 class LifespanRunner:
     """Runs one server's lifespan (see the module rules)."""
 
-    def __init__(self, server: Server, lifespan: Lifespan | None) -> None:
-        self._server = server
+    def __init__(self, name: str, lifespan: BoundLifespan | None) -> None:
+        """`name`: the server's, for messages; `lifespan`: the server's lifespan, bound to it."""
+        self.name = name
         self._lifespan = lifespan
         self._entries = 0
         self._state: Any = _NOT_RUNNING if lifespan is not None else None
@@ -65,7 +63,7 @@ class LifespanRunner:
         state = self._state
         if state is _NOT_RUNNING:
             raise LifespanError(
-                f"server {self._server.name!r}: the lifespan state is read while the lifespan "
+                f"server {self.name!r}: the lifespan state is read while the lifespan "
                 "is not running; serve the server (run(), the ASGI app, Client.in_memory) or "
                 "enter `async with server.running():` first"
             )
@@ -100,12 +98,12 @@ class LifespanRunner:
             if self._entries == 0:
                 await self._finish()
 
-    async def _start(self, lifespan: Lifespan) -> None:
+    async def _start(self, lifespan: BoundLifespan) -> None:
         loop = asyncio.get_running_loop()
         started: asyncio.Future[None] = loop.create_future()
         stop = asyncio.Event()
         task = loop.create_task(
-            self._host(lifespan, started, stop), name=f"lifespan of {self._server.name}"
+            self._host(lifespan, started, stop), name=f"lifespan of {self.name}"
         )
         try:
             await asyncio.shield(started)
@@ -119,16 +117,15 @@ class LifespanRunner:
         self._task, self._stop = task, stop
 
     async def _host(
-        self, lifespan: Lifespan, started: asyncio.Future[None], stop: asyncio.Event
+        self, lifespan: BoundLifespan, started: asyncio.Future[None], stop: asyncio.Event
     ) -> None:
         # Rule 2: the context manager lives in this one task from enter to exit.
-        server = self._server
         try:
-            manager = lifespan(server)
+            manager = lifespan()
             state = await manager.__aenter__()
         except BaseException as exc:
             error = LifespanError(
-                f"server {server.name!r} did not start: its lifespan raised "
+                f"server {self.name!r} did not start: its lifespan raised "
                 f"{type(exc).__name__}: {exc}"
             )
             error.__cause__ = exc
@@ -159,9 +156,9 @@ class LifespanRunner:
             await asyncio.shield(task)
         except Exception as exc:
             raise LifespanError(
-                f"server {self._server.name!r}: its lifespan raised at shutdown: "
+                f"server {self.name!r}: its lifespan raised at shutdown: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
 
 
-__all__ = ["Lifespan", "LifespanError", "LifespanRunner", "State", "is_state_annotation"]
+__all__ = ["BoundLifespan", "LifespanError", "LifespanRunner", "State", "is_state_annotation"]

@@ -22,7 +22,8 @@ comes back (or the `McpError` that comes out). Rules:
    (`resultType` and the serverInfo `_meta` on 2026-07-28); an input-required round returns
    `{"resultType": "input_required", ...}`. An exception other than `McpError` out of a
    middleware is an internal error (-32603, logged), as from a handler.
-5. Without middleware the server takes its direct path: registering none costs nothing.
+5. The chain is composed once per registration, around each era's dispatcher (`entry.py`);
+   without middleware an era's path is its dispatcher itself: registering none costs nothing.
 """
 
 from __future__ import annotations

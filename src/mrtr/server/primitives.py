@@ -7,15 +7,18 @@ through an intermediate model, because this is the hot path.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import functools
 import re
-from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from typing import Any, TypedDict
 
 import orjson
 from pydantic import BaseModel
 
 from ..inputs import InputRequiredResult
+from ..protocol.tasks import TaskSupport
 from ..protocol.types import (
     BlobResourceContents,
     CallToolResult,
@@ -30,9 +33,12 @@ from ..protocol.types import (
 from .content import _Media
 from .docstrings import parse_docstring
 from .media import binary_content
+from .replay import Failure
 from .signature import AnyFunction, FunctionSignature, OutputMismatch, OutputShape
-from .tasks.settings import task_settings
+from .tasks.settings import TaskSettings, task_settings
+from .tool_error import ToolError, failure_text
 from .uri_template import UriTemplate
+from .worker_threads import WorkerPool
 
 # server/tools.md: names SHOULD use only these characters; clients may refuse others.
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
@@ -132,6 +138,49 @@ def _scope_set(scopes: Collection[str] | None) -> frozenset[str]:
     return frozenset(scopes)
 
 
+class PromptFields(TypedDict, total=False):
+    """What `@server.prompt` takes besides the name: the listing's `title`, `description`
+    (else the docstring's), `icons` and `meta`; `run_in_thread`: a sync function runs in a
+    worker thread (False: on the event loop); `tags`: for `Server.enable`/`disable`."""
+
+    title: str | None
+    description: str | None
+    icons: Sequence[Icon] | None
+    meta: dict[str, Any] | None
+    run_in_thread: bool
+    tags: Collection[str] | None
+
+
+class TemplateFields(PromptFields, total=False):
+    """What `@server.resource_template` takes besides the URI template: as for a prompt, and
+    the listing's `name` (else the function's) and `mime_type`."""
+
+    name: str | None
+    mime_type: str | None
+
+
+class ResourceFields(TemplateFields, total=False):
+    """What `@server.resource` takes besides the URI: as for a template, and its `size`."""
+
+    size: int | None
+
+
+class ToolFields(PromptFields, total=False):
+    """What `@server.tool` takes besides the name: as for a prompt, and the tool's
+    `annotations`, `input_schema` and `output_schema` (else from the signature),
+    `structured_output`; `timeout`: seconds one call may take before it is a tool error;
+    `scopes`: OAuth scopes a caller's token needs to call it (`ServerOptions.auth`); `task`:
+    how its calls become tasks, "optional", "required" or a `TaskSettings` (default "never")."""
+
+    annotations: ToolAnnotations | None
+    input_schema: dict[str, Any] | None
+    output_schema: dict[str, Any] | None
+    structured_output: bool | None
+    timeout: float | None
+    scopes: Collection[str] | None
+    task: TaskSupport | TaskSettings
+
+
 class ToolEntry:
     """A registered tool.
 
@@ -143,6 +192,7 @@ class ToolEntry:
     """
 
     __slots__ = (
+        "direct",
         "name",
         "output",
         "run_in_thread",
@@ -184,6 +234,14 @@ class ToolEntry:
                 f"tool name {self.name!r} must be 1-128 characters of A-Z, a-z, 0-9, '_', '-', '.'"
             )
         self.signature = FunctionSignature(fn)
+        #: Whether a call can run without a context: the function takes none (so cannot ask)
+        #: and nothing of its own (a task, a timeout) needs one. Worked out once, here.
+        self.direct = (
+            self.signature.context_param is None
+            and not self.signature.state_params
+            and self.task is None
+            and self.timeout is None
+        )
         self.output = (
             OutputShape(None, None, False)
             if structured_output is False
@@ -199,6 +257,41 @@ class ToolEntry:
             icons=icons,
             _meta=meta,
         )
+
+    def invoker(
+        self, kwargs: dict[str, Any], pool: WorkerPool | None
+    ) -> Callable[[Any], Awaitable[Any]]:
+        """How one call with the bound `kwargs` runs, given its context: the function started
+        (a sync one on `pool`), bounded by the tool's `timeout` (past it, a tool error)."""
+        signature = self.signature
+        timeout = self.timeout
+        if timeout is None:
+            return functools.partial(signature.start, kwargs, pool=pool)
+        name = self.name
+
+        async def invoke(ctx: Any) -> Any:
+            scope = asyncio.timeout(timeout)
+            try:
+                async with scope:
+                    return await signature.call(dict(kwargs), ctx, pool)
+            except TimeoutError:
+                if not scope.expired():
+                    raise  # the tool's own TimeoutError: a failure like any other
+                raise ToolError(
+                    f"Tool {name!r} did not finish within its timeout ({timeout:g} s)"
+                ) from None
+
+        return invoke
+
+    def render(self, mask: bool, value: Any) -> dict[str, Any] | InputRequiredResult:
+        """The tool's result from its value, or from the `Failure` its run ended with (the
+        engine sorts out protocol errors, which stay errors, from the tool's own); `mask`:
+        `ServerOptions.mask_errors`."""
+        if type(value) is Failure:
+            name = self.name
+            prefix = f"Error executing tool {name!r}: "
+            return tool_error(failure_text(value.exc, f"tool {name!r}", mask, prefix))
+        return self.result(value)
 
     def result(self, value: Any) -> dict[str, Any] | InputRequiredResult:
         """The `CallToolResult` wire dict (or an input request) for a returned value."""
@@ -407,7 +500,11 @@ __all__ = [
     "CompletionHandler",
     "ContentBlock",
     "PromptEntry",
+    "PromptFields",
     "ResourceEntry",
+    "ResourceFields",
+    "TemplateFields",
     "ToolEntry",
+    "ToolFields",
     "resource_contents",
 ]

@@ -51,8 +51,9 @@ from .storage import TaskStore
 
 if TYPE_CHECKING:
     from ..context import RequestContext
+    from ..options import ServerOptions
     from ..rounds import Render, Round
-    from ..server import Server
+    from ..subscriptions import SubscriptionHub
     from .settings import TaskSettings
 
 logger = logging.getLogger("mrtr.server")
@@ -64,44 +65,47 @@ _MAX_ID = 128
 class TaskManager:
     """The tasks of one server (see the module rules)."""
 
-    def __init__(self, server: Server) -> None:
-        self.server = server
+    def __init__(self, name: str, options: ServerOptions, subscriptions: SubscriptionHub) -> None:
+        self.name = name
+        self.options = options
+        #: Where task changes are announced (and answers from other instances heard).
+        self.subscriptions = subscriptions
         #: The tasks this instance runs, by id.
         self.runs: dict[str, TaskRun] = {}
         self._store: TaskStore | None = None
         self._tally: Tally | None = None
         self._holders: dict[str, str] = {}
         self._background: set[asyncio.Task[Any]] = set()
-        server._subscriptions.on_task_answered = self._answered_elsewhere
+        subscriptions.on_task_answered = self._answered_elsewhere
 
     @property
     def store(self) -> TaskStore:
         """Where tasks are kept: the server's `ServerOptions.store` (shared with the other
         instances when it is Redis), or a store of this process when it has none."""
         if self._store is None:
-            store = self.server.options.store
+            store = self.options.store
             self._store = TaskStore(
-                store if store is not None else MemoryStore(), f"mrtr/task/{self.server.name}/"
+                store if store is not None else MemoryStore(), f"mrtr/task/{self.name}/"
             )
         return self._store
 
     @property
     def sharing(self) -> bool:
         """Whether answers stored by another instance wake this one (through the broker)."""
-        return self.server._subscriptions.sharing
+        return self.subscriptions.sharing
 
     @property
     def tally(self) -> Tally:
         """Counts live tasks by holder and in all: in Redis with a Redis store (every instance
         sharing it), in this process otherwise."""
         if self._tally is None:
-            self._tally = tally_for(self.server.options.store)
+            self._tally = tally_for(self.options.store)
         return self._tally
 
     async def claim(self, ctx: RequestContext, record: TaskRecord) -> McpError | None:
         """Take a place for a new task among live tasks (its holder's and all), or the refusal
         to answer when there is none (rule 7)."""
-        budgets = self.server.options.budgets
+        budgets = self.options.budgets
         who = holder(record.owner, ctx.transport_info)
         bound = await self.tally.claim(
             "tasks",
@@ -143,7 +147,7 @@ class TaskManager:
 
     def principal(self, ctx: RequestContext) -> str | None:
         """The caller a task created by `ctx`'s request belongs to."""
-        resolver = self.server.options.principal
+        resolver = self.options.principal
         return resolver(ctx.transport_info) if resolver is not None else None
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
@@ -177,7 +181,7 @@ class TaskManager:
         worker.add_done_callback(run.worker_done)
         wait = settings.start_after
         if wait is None:
-            limit = self.server.options.input_required.round_timeout
+            limit = self.options.input_required.round_timeout
             wait = limit if limit > 0 else None
         try:
             await asyncio.wait(
@@ -219,7 +223,7 @@ class TaskManager:
                 'tasks/update needs "inputResponses", an object mapping each input key of the '
                 "task's inputRequests to its result"
             )
-        check_responses(responses, self.server.options.input_required)
+        check_responses(responses, self.options.input_required)
         outstanding = await self._outstanding(record)
         if not outstanding:
             return {}
@@ -236,7 +240,7 @@ class TaskManager:
             if run is not None:
                 run.wake()
             else:  # the instance running it resumes at once (a lost signal: its poll)
-                self.server._subscriptions.task_answered(record.task_id)
+                self.subscriptions.task_answered(record.task_id)
         return {}
 
     async def cancel(self, ctx: RequestContext) -> dict[str, Any]:
@@ -309,7 +313,7 @@ class TaskManager:
 
     def publish(self, record: TaskRecord) -> None:
         """Tell listeners of the task its new state (rule 6)."""
-        self.server._subscriptions.task_changed(record.task_id, record.detailed())
+        self.subscriptions.task_changed(record.task_id, record.detailed())
 
     def forward(self, task_id: str, message: dict[str, Any]) -> None:
         """Send a log or progress notification of a task's handler to the task's listeners."""
@@ -317,9 +321,7 @@ class TaskManager:
         meta = dict(params.get("_meta") or {})
         meta[wire.RELATED_TASK_META] = {"taskId": task_id}
         params["_meta"] = meta
-        self.server._subscriptions.task_message(
-            task_id, jsonrpc.notification(message["method"], params)
-        )
+        self.subscriptions.task_message(task_id, jsonrpc.notification(message["method"], params))
 
     async def visible_ids(self, ctx: RequestContext, task_ids: list[str]) -> frozenset[str]:
         """Of `task_ids`, those the caller may listen to (its own tasks). Each one's current

@@ -1,0 +1,114 @@
+"""Which protocol era a request belongs to, and what its `_meta` must hold: pure functions of
+the message, no I/O.
+
+Rules:
+
+1. A request is of the modern era (2026-07-28, stateless) when its `_meta` names a served
+   protocol version (`is_modern`). Any other request that comes on a legacy session (one an
+   `initialize` opened) is of that session's era. Without a session, every request is modern,
+   and its `_meta` is checked as such (rule 3).
+2. `initialize` outside a legacy session is refused (`initialize_refused`): -32601 when the
+   request is itself modern (a removed method), else -32022 naming the versions served.
+3. A modern request's `_meta` carries the protocol version (a served one: -32022 otherwise)
+   and the client's capabilities (an object); a log level and a progress token are optional
+   and must be valid. A missing or malformed required field is -32602 (`check_meta`). A
+   dispatcher may first test for the shape nearly every request has (a served version,
+   capabilities, nothing optional), which `check_meta` always accepts.
+4. `declares_modern` is the transports' test, before any session is looked up: a `_meta`
+   that names a protocol version at all (served or not) is a modern client's, to be answered
+   in the modern era's terms.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import jsonrpc
+from . import meta as meta_keys
+from .errors import METHOD_NOT_FOUND, UNSUPPORTED_PROTOCOL_VERSION, McpError, invalid_params
+from .errors import unsupported_protocol_version as _unsupported
+from .versions import SUPPORTED_PROTOCOL_VERSIONS
+
+_SUPPORTED = list(SUPPORTED_PROTOCOL_VERSIONS)
+_PROTOCOL_VERSION = meta_keys.PROTOCOL_VERSION
+_CLIENT_CAPABILITIES = meta_keys.CLIENT_CAPABILITIES
+_LOG_LEVEL = meta_keys.LOG_LEVEL
+_PROGRESS_TOKEN = meta_keys.PROGRESS_TOKEN
+
+
+def is_modern(params: dict[str, Any]) -> bool:
+    """Whether a request's `_meta` names a served modern protocol version (rule 1)."""
+    meta = params.get("_meta")
+    return type(meta) is dict and meta.get(_PROTOCOL_VERSION) in SUPPORTED_PROTOCOL_VERSIONS
+
+
+def declares_modern(message: dict[str, Any]) -> bool:
+    """Whether a request's params carry a `_meta` protocol version of any value (rule 4)."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and _PROTOCOL_VERSION in meta
+
+
+def initialize_refused(params: dict[str, Any]) -> McpError:
+    """The error for an `initialize` outside a legacy session (rule 2)."""
+    text = (
+        "initialize is not part of MCP 2026-07-28, which has no handshake; this "
+        f"endpoint supports protocol versions {', '.join(_SUPPORTED)}"
+    )
+    if is_modern(params):
+        # A modern request naming a removed method: unknown, like `ping`.
+        return McpError(METHOD_NOT_FOUND, text, {"supported": _SUPPORTED})
+    # A legacy-era client this endpoint cannot serve: it has no way forward, so name what this
+    # server speaks (the HTTP transport answers this with 400).
+    return McpError(
+        UNSUPPORTED_PROTOCOL_VERSION,
+        text,
+        {"supported": _SUPPORTED, "requested": params.get("protocolVersion")},
+    )
+
+
+def check_meta(params: dict[str, Any]) -> None:
+    """Refuse a modern request whose `_meta` is missing, malformed or of a version not
+    served, with its precise error (rule 3)."""
+    # A request without the required fields is malformed: -32602 (basic/index.md, and what
+    # the conformance suite checks). -32022 is for a version that is given but not served.
+    meta = params.get("_meta")
+    if not isinstance(meta, dict):
+        raise invalid_params(
+            f'"_meta" is required, with {_PROTOCOL_VERSION!r} (one of '
+            f"{', '.join(_SUPPORTED)}) and {_CLIENT_CAPABILITIES!r}",
+            {"supported": _SUPPORTED},
+        )
+    version = meta.get(_PROTOCOL_VERSION)
+    if not isinstance(version, str):
+        raise invalid_params(
+            f"_meta[{_PROTOCOL_VERSION!r}] is required and must be a string: one "
+            f"of {', '.join(_SUPPORTED)}",
+            {"supported": _SUPPORTED},
+        )
+    if version not in SUPPORTED_PROTOCOL_VERSIONS:
+        raise _unsupported(version, _SUPPORTED)
+    if not isinstance(meta.get(_CLIENT_CAPABILITIES), dict):
+        raise invalid_params(f"_meta[{_CLIENT_CAPABILITIES!r}] is required and must be an object")
+    level = meta.get(_LOG_LEVEL)
+    if level is not None and (not isinstance(level, str) or level not in meta_keys.LOG_LEVEL_RANK):
+        raise invalid_params(
+            f"_meta[{_LOG_LEVEL!r}] must be one of {', '.join(meta_keys.LOG_LEVELS)}"
+        )
+    check_progress_token(meta)
+
+
+def check_progress_token(meta: dict[str, Any]) -> None:
+    """Refuse a `_meta` progress token that is neither a string nor an integer (-32602)."""
+    token = meta.get(_PROGRESS_TOKEN)
+    if token is not None and not jsonrpc.is_valid_id(token):
+        raise invalid_params(f"_meta[{_PROGRESS_TOKEN!r}] must be a string or an integer")
+
+
+__all__ = [
+    "check_meta",
+    "check_progress_token",
+    "declares_modern",
+    "initialize_refused",
+    "is_modern",
+]
