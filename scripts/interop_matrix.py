@@ -25,6 +25,8 @@ DIRECTIONS = (
     "peer client -> mrtr server",
     "mrtr client -> peer server",
     "mrtr call -> peer server",
+    "peer client -> mrtr server, tasks",
+    "mrtr client -> peer server, tasks",
 )
 
 
@@ -91,11 +93,12 @@ def render(cells: list[dict[str, Any]]) -> str:
             f"| {verdict(cell)} |"
         )
     lines += ["", "## Checks", ""]
-    for direction, title in zip(
-        DIRECTIONS[:2],
-        ("Peer clients against our server", "Our client against peer servers"),
-        strict=True,
-    ):
+    titles = {
+        DIRECTIONS[0]: "Peer clients against our server",
+        DIRECTIONS[1]: "Our client against peer servers",
+        DIRECTIONS[3]: "Tasks (`io.modelcontextprotocol/tasks`), both ways",
+    }
+    for direction, title in titles.items():
         lines += [f"{title}: {', '.join(check_names(cells, direction))}.", ""]
     lines += [
         "## Failures and their reasons",

@@ -20,6 +20,8 @@ PY_PEERS=(
     "mcp2=mcp==2.3.0"
     "fastmcp3=fastmcp==3.4.11"
     "fastmcp4=fastmcp==4.2.3"
+    # The tasks extension (SEP-2663) for FastMCP, client and server; it pins its own FastMCP.
+    "fastmcp-tasks=fastmcp-tasks==4.1.4"
 )
 NPM_PEERS=(
     "@modelcontextprotocol/sdk@1.32.2"

@@ -13,6 +13,9 @@ from test_interop_peer_clients import CELLS as CLIENT_CELLS
 from test_interop_peer_clients import INSPECTOR_CELLS, INSPECTOR_VERSION
 from test_interop_peer_servers import CELLS as SERVER_CELLS
 from test_interop_peer_servers import MODERN
+from test_interop_tasks import CELLS as TASK_CELLS
+from test_interop_tasks import OUR_CLIENT as TASKS_OUR_CLIENT
+from test_interop_tasks import PEER_CLIENT as TASKS_PEER_CLIENT
 
 PAGE = ROOT / "docs" / "interoperability-matrix.md"
 INSPECTOR = f"MCP Inspector {INSPECTOR_VERSION}"
@@ -41,6 +44,10 @@ def expected_rows() -> set[tuple[str, str, str, str]]:
         rows.add(("mrtr client -> peer server", peer.label, transport, era))
         if era == MODERN or MODERN not in peer.eras:
             rows.add(("mrtr call -> peer server", peer.label, transport, era))
+    for param in TASK_CELLS:
+        label, transport = param.values
+        for direction in (TASKS_PEER_CLIENT, TASKS_OUR_CLIENT):
+            rows.add((direction, label, transport, MODERN))
     return rows
 
 
