@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import subprocess
 import sys
@@ -19,6 +20,8 @@ from peers import HERE, NODE, NPM_PEERS, ROOT, npm_package, pinned, venv_python
 
 from loopback_process import free_port, listening
 from mrtr import Client, ClientOptions, ElicitRequestParams, ElicitResult, McpError
+from mrtr.client import era as eras
+from mrtr.transport.stdio_client import StdioTransport
 
 STEP = 20.0  # seconds per check: only reached when something hangs
 START = 90.0  # seconds for the first check, which starts the peer (slow to import when loaded)
@@ -335,3 +338,23 @@ async def test_our_client_against_peer_server(peer: PeerServer, era: str, transp
     assert not hard, "\n".join(hard)
     if known:
         pytest.xfail("; ".join(dict.fromkeys(known)))
+
+
+async def test_first_stdio_connection_to_mcp1_leaves_no_validation_error_on_its_stderr(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # mcp 1.x logs a long pydantic validation error for every request it does not know; the
+    # era probe must not be one of them, on the first connection too (the era is cached per
+    # command afterwards). A configuration of its own is a first connection: nothing cached.
+    caplog.set_level(logging.INFO, logger="mrtr.stdio.server")
+    command = python_server("mcp1", "mcp1_server.py")("stdio", 0)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["MATRIX_FIRST_CONNECTION"] = "1"
+    assert eras.cached(eras.endpoint_key(StdioTransport(command[0], command[1:], env=env))) is None
+    options = ClientOptions(probe_timeout=30.0)  # a slow start under load is no silence
+    async with Client.stdio(command[0], command[1:], env=env, options=options) as client:
+        result = await outcome(client.call_tool("add", {"a": 2, "b": 3}))
+        assert client.era == "legacy"
+    assert result == "5"
+    told = "\n".join(r.getMessage() for r in caplog.records if r.name == "mrtr.stdio.server")
+    assert "validation error" not in told.lower() and "Failed to validate" not in told, told
