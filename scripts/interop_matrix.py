@@ -19,7 +19,13 @@ RESULTS = ROOT / ".cache" / "interop" / "results"
 TARGET = ROOT / "docs" / "interoperability-matrix.md"
 sys.path.insert(0, str(ROOT / "tests" / "interop"))
 
-from peers import INSPECTOR_VERSION, NPM_PEERS, PYTHON_PEERS  # noqa: E402
+from peers import (  # noqa: E402
+    INSPECTOR_VERSION,
+    NPM_PEERS,
+    PYTHON_PEERS,
+    TS_NODE_VERSION,
+    TS_SERVER_VERSION,
+)
 
 DIRECTIONS = (
     "peer client -> mrtr server",
@@ -80,6 +86,8 @@ def render(cells: list[dict[str, Any]]) -> str:
     lines += [f"| `{req.split('==')[0]}` (PyPI) | {req.split('==')[1]} |" for req in pins]
     lines += [f"| `{name}` (npm) | {version} |" for name, version in NPM_PEERS.items()]
     lines.append(f"| `@modelcontextprotocol/inspector` (npm) | {INSPECTOR_VERSION} |")
+    lines.append(f"| `@modelcontextprotocol/server` (npm) | {TS_SERVER_VERSION} |")
+    lines.append(f"| `@modelcontextprotocol/node` (npm) | {TS_NODE_VERSION} |")
     lines += [
         "",
         "## Cells",

@@ -16,7 +16,19 @@ from typing import Any
 
 import pytest
 from cells import Cell, judge
-from peers import HERE, NODE, NPM_PEERS, ROOT, npm_package, pinned, venv_python
+from peers import (
+    BENCH_NODE,
+    HERE,
+    NODE,
+    NPM_PEERS,
+    ROOT,
+    TS_NODE_VERSION,
+    TS_SERVER_VERSION,
+    bench_npm_package,
+    npm_package,
+    pinned,
+    venv_python,
+)
 
 from loopback_process import free_port, listening
 from mrtr import Client, ClientOptions, ElicitRequestParams, ElicitResult, McpError
@@ -88,6 +100,13 @@ def everything(transport: str, port: int) -> list[str]:
     return [str(NODE), str(folder / "dist" / "index.js"), mode]
 
 
+def ts2_server(transport: str, port: int) -> list[str]:
+    bench_npm_package("@modelcontextprotocol/server", TS_SERVER_VERSION)
+    bench_npm_package("@modelcontextprotocol/node", TS_NODE_VERSION)
+    script = HERE / "peer_servers" / "ts2_server.mjs"
+    return [str(NODE), str(script), str(BENCH_NODE), transport, str(port)]
+
+
 # What each peer server offers our client: a plain tool, a tool that elicits, a prompt, a resource.
 PEER_SERVERS = [
     PeerServer(
@@ -151,6 +170,18 @@ PEER_SERVERS = [
         ("peer://readme", "peer readme"),
     ),
     PeerServer(
+        # Over stdio its McpServer speaks the initialize-based revisions only; over HTTP its
+        # createMcpHandler serves 2026-07-28 and, statelessly, the 2025 era.
+        f"TypeScript server {TS_SERVER_VERSION}",
+        {MODERN: ("http",), LEGACY: ("stdio", "http")},
+        ts2_server,
+        {"http": "mcp"},
+        ("add", {"a": 2, "b": 3}, "5"),
+        ("greet", {}, "hello Ada"),
+        ("haiku", {"topic": "tea"}, "tea"),
+        ("peer://readme", "peer readme"),
+    ),
+    PeerServer(
         f"server-everything {NPM_PEERS['@modelcontextprotocol/server-everything']}",
         {LEGACY: ("stdio", "http", "sse")},
         everything,
@@ -167,6 +198,12 @@ CELLS = [
     for era, transports in peer.eras.items()
     for transport in transports
 ]
+
+
+def runs_cli(peer: PeerServer, era: str, transport: str) -> bool:
+    """Whether the cell has an `mrtr call` twin: `mrtr call` always finds the era out, so its
+    cell is the era it would find (the modern one, where the peer speaks it over `transport`)."""
+    return era == MODERN or transport not in peer.eras.get(MODERN, ())
 
 
 def elicitation(params: ElicitRequestParams) -> ElicitResult:
@@ -302,8 +339,7 @@ async def test_our_client_against_peer_server(peer: PeerServer, era: str, transp
     cell = Cell(peer.label, "mrtr client -> peer server", transport, era)
     cli_cell = Cell(peer.label, "mrtr call -> peer server", transport, era)
     options = ClientOptions(protocol=PROTOCOL[era])  # type: ignore[arg-type]
-    # `mrtr call` always finds the era out: its cell is the era it would find.
-    run_cli = era == MODERN or MODERN not in peer.eras
+    run_cli = runs_cli(peer, era, transport)
     cli_results: list[dict[str, Any]] = []
     if transport == "stdio":
         command = peer.command("stdio", 0)
