@@ -109,6 +109,13 @@ def render(cells: list[dict[str, Any]]) -> str:
     for direction, title in titles.items():
         lines += [f"{title}: {', '.join(check_names(cells, direction))}.", ""]
     lines += [
+        "Tasks run with every pinned peer that implements the extension. The TypeScript SDKs",
+        "(1.x and 2.x), mcp 1.x and FastMCP 3 implement the older tasks draft of the 2025-11-25",
+        "revision instead (`params.task`, `tasks/result`, `tasks/list`), which is not this",
+        "extension and which `mrtr` does not serve: they declare no extension, so a tool with",
+        "`task='optional'` answers them in line. The extension's specification:",
+        "https://github.com/modelcontextprotocol/experimental-ext-tasks",
+        "",
         "## Failures and their reasons",
         "",
     ]
