@@ -3,6 +3,8 @@
     python benchmarks/fault_soak.py                             # 128 clients, 60 s
     python benchmarks/fault_soak.py --clients 32 --duration 20  # smaller
     python benchmarks/fault_soak.py --keep-logs                 # keep logs (path on stderr)
+    python benchmarks/fault_soak.py --faults pause,pause,pause --legacy-every 2
+                                                                # one fault, three times
 
 Three `mrtr serve` instances of `benchmarks/fault_soak_server.py` run behind haproxy with
 `deploy/haproxy.cfg`, sharing a real `redis-server` (append-only file on, fsync every second)
@@ -10,11 +12,11 @@ on a free loopback port. `--clients` clients run flows back to back: most are 20
 clients running the three-round `transfer` tool (two questions, then a side effect appended
 with the flow's id to a file outside the store), resuming a failed round (after a pause that
 doubles each time) from the `requestState` and answers its error carries; one in
-`--legacy-every` is a legacy
-(2025-11-25) session client calling the same tool, its questions asked live.
+`--legacy-every` is a legacy (2025-11-25) session client calling the same tool, its
+questions asked live.
 
-The run is cut into windows of `--duration` / 6 seconds (a window lasts at least as long as
-its fault takes): a baseline, then one fault each, injected at the window's start:
+The run is cut into equal windows of `--duration` (six by default; a window lasts at least as
+long as its fault takes): a baseline, then one fault each, injected at the window's start:
 
 * kill -9 of an instance, then a new one started on its port;
 * Redis paused 3 s (SIGSTOP, SIGCONT);
@@ -22,21 +24,30 @@ its fault takes): a baseline, then one fault each, injected at the window's star
 * Redis killed and restarted empty, without persistence;
 * a rolling restart: each instance in turn SIGTERMed (it drains) and started again.
 
+`--faults` picks the faults and their order (names in `FAULTS`; one may come more than
+once), after the baseline window.
+
 A flow counts against the window in which its trouble began (its first error, or the start
 of the attempt that got no answer), or in which it started if it had none. Per window:
 flows, failed (gave up after `ATTEMPTS` tries), hung (no answer within `--flow-timeout`),
 side effects doubled (a flow's effect recorded more than once), late (an effect recorded
 after its client gave up; effects are read `--tail` seconds after the last flow ended), and
 time to recover (from the injection to the moment the last flow in trouble got into it; 0
-when none was). Everything it starts is stopped on exit, Ctrl-C and SIGTERM included. Exit
-status 1 when any flow hung, any effect ran twice or late.
+when none was). Each hung flow is then listed with what its client last saw: the request it
+waited on, how many questions it had answered, its last HTTP exchanges (what each carried,
+when, and the status that came back), and the client's last log line. Everything it starts
+is stopped on exit, Ctrl-C and SIGTERM included. Exit status 1 when any flow hung, any effect
+ran twice or late.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import itertools
+import json
+import logging
 import secrets
 import shutil
 import signal
@@ -51,6 +62,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
+
+import aiohttp
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -71,7 +84,10 @@ STOP_MARGIN = 10.0  # past the flow timeout, seconds a client gets to notice the
 
 
 def accept(params: ElicitRequestParams) -> ElicitResult:
-    """Answer every question of `transfer` with yes."""
+    """Answer every question of `transfer` with yes (and count it for the flow asking)."""
+    flow = current_flow.get()
+    if flow is not None and flow.outcome == "running":
+        flow.answered += 1
     return ElicitResult(action="accept", content={"ok": True})
 
 
@@ -155,6 +171,37 @@ class Redis:
 
 
 @dataclass
+class Exchange:
+    """One HTTP exchange of a flow: when it started (seconds into the flow), what it carried
+    and the status that came back ("-" while none came)."""
+
+    at: float
+    method: str
+    carried: str = ""
+    status: str = "-"
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.carried} at +{self.at:.1f} s: {self.status}".replace("  ", " ")
+
+
+#: Exchanges kept per flow.
+EXCHANGES_KEPT = 4
+
+
+def carried(body: bytes) -> str:
+    """What a POSTed JSON-RPC message is, in a word or two (a method, or an answer's id)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return "?"
+    if not isinstance(message, dict):
+        return "?"
+    if "method" in message:
+        return str(message["method"])
+    return f"answer to {message.get('id')}"
+
+
+@dataclass
 class Flow:
     """One flow as its client saw it (times are `time.monotonic()`, shared by processes)."""
 
@@ -164,6 +211,72 @@ class Flow:
     trouble: float | None = None  # its first error, or the start of the attempt that hung
     end: float = 0.0  # done, or given up
     outcome: str = "running"  # "ok", "failed" or "hung"
+    # What its client last saw while the flow ran, to tell where a flow that hung was stuck.
+    method: str = "tools/call"  # the request it waited on
+    answered: int = 0  # questions answered (each round but the last asks one)
+    exchanges: list[Exchange] = field(default_factory=list)  # its last few HTTP exchanges
+    log: str = ""  # the client's last log line during the flow
+
+    def diagnosis(self) -> str:
+        """What the client last saw, in one line."""
+        return (
+            f"waiting on {self.method}, {self.answered} question(s) answered; last HTTP "
+            f"exchanges: {', '.join(map(str, self.exchanges)) or 'none'}; last client log: "
+            f"{self.log or 'none'}"
+        )
+
+
+#: The flow whose request is being made, in the task making it and the tasks it starts (the
+#: answers to questions, the resumptions of a stream): HTTP exchanges and log lines go to it.
+current_flow: contextvars.ContextVar[Flow | None] = contextvars.ContextVar(
+    "fault_soak_flow", default=None
+)
+
+
+class FlowLog(logging.Handler):
+    """Keeps the client's last log line on the flow it was logged for."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        flow = current_flow.get()
+        if flow is not None and flow.outcome == "running":
+            flow.log = f"{record.levelname.lower()} {record.getMessage()}"[:300]
+
+
+def observe(client: Client) -> None:
+    """Note each HTTP exchange of `client` on the flow it is made for: its method and what it
+    carried, then the status when the headers come back."""
+    session = getattr(client.transport, "_session", None)
+    if not isinstance(session, aiohttp.ClientSession):
+        return
+
+    async def started(
+        _session: aiohttp.ClientSession, context: Any, params: aiohttp.TraceRequestStartParams
+    ) -> None:
+        flow = current_flow.get()
+        context.exchange = None
+        if flow is not None and flow.outcome == "running":
+            context.exchange = Exchange(time.monotonic() - flow.start, params.method)
+            flow.exchanges = [*flow.exchanges[1 - EXCHANGES_KEPT :], context.exchange]
+
+    async def sent(
+        _session: aiohttp.ClientSession, context: Any, params: aiohttp.TraceRequestChunkSentParams
+    ) -> None:
+        if context.exchange is not None and not context.exchange.carried:
+            context.exchange.carried = carried(params.chunk)
+
+    async def ended(
+        _session: aiohttp.ClientSession, context: Any, params: aiohttp.TraceRequestEndParams
+    ) -> None:
+        if context.exchange is not None:
+            response = params.response
+            context.exchange.status = f"{response.status} {response.content_type}"
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_start.append(started)
+    trace.on_request_chunk_sent.append(sent)
+    trace.on_request_end.append(ended)
+    trace.freeze()
+    session.trace_configs.append(trace)
 
 
 @dataclass
@@ -187,6 +300,7 @@ class Run:
 async def run_modern(client: Client, flow: Flow, limit: float, run: Run) -> None:
     """A `transfer` flow, resumed after a failed round (after a pause that doubles each
     time, as a client honouring `Retry-After` would), within `limit` seconds in all."""
+    current_flow.set(flow)
     state: str | None = None
     answers: dict[str, Any] | None = None
     deadline = flow.start + limit
@@ -235,6 +349,7 @@ def _loop_time(monotonic: float) -> float:
 async def run_legacy(client: Client, flow: Flow, limit: float, run: Run) -> bool:
     """A `transfer` call on a legacy session, tried once (a retry could run it twice);
     whether the client is still usable."""
+    current_flow.set(flow)
     try:
         result = await asyncio.wait_for(client.call_tool("transfer", {"flow": flow.id}), limit)
     except TimeoutError:
@@ -264,6 +379,7 @@ async def run_client(
     """Run flows back to back until `stop`; a legacy client opens a new session after a
     failed call."""
     while not stop.is_set():
+        current_flow.set(None)  # the client's own tasks (its GET stream) belong to no flow
         options = ClientOptions(protocol="legacy") if legacy else None
         client = Client.http(
             url, elicitation_handler=accept, options=options, timeout=limit, connect_attempts=5
@@ -275,6 +391,7 @@ async def run_client(
             run.errors[("legacy " if legacy else "") + "open: " + error_kind(error)] += 1
             await asyncio.sleep(0.2)  # the cluster is down: do not spin
             continue
+        observe(client)
         try:
             while not stop.is_set():
                 flow = Flow(next(names), legacy, time.monotonic())
@@ -404,7 +521,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--clients", type=int, default=128, help="clients at once (128)")
     parser.add_argument(
-        "--duration", type=float, default=60.0, help="seconds of load, cut in 6 windows (60)"
+        "--duration",
+        type=float,
+        default=60.0,
+        help="seconds of load, cut in windows: the baseline and one per fault (60)",
+    )
+    parser.add_argument(
+        "--faults",
+        default=",".join(FAULTS),
+        help=f"the faults, in order, comma-separated; one may come again ({','.join(FAULTS)})",
     )
     parser.add_argument(
         "--flow-timeout", type=float, default=30.0, help="seconds a client waits for a flow (30)"
@@ -423,6 +548,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--clients must be at least 1, --duration and --flow-timeout above 0")
     if args.legacy_every < 0:
         parser.error("--legacy-every must be 0 or more")
+    args.faults = [name.strip() for name in args.faults.split(",") if name.strip()]
+    unknown = sorted(set(args.faults) - set(FAULTS))
+    if unknown:
+        parser.error(f"--faults: no fault named {', '.join(unknown)} (known: {', '.join(FAULTS)})")
     return args
 
 
@@ -431,7 +560,13 @@ def terminate(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def faults_for(cluster: Cluster, redis: Redis) -> list[Fault]:
+#: The faults `--faults` may name, in the order of a default run.
+FAULTS = ("kill", "pause", "aof", "no-aof", "rolling")
+
+
+def faults_for(cluster: Cluster, redis: Redis, names: list[str]) -> list[Fault]:
+    """The baseline window, then one window per fault named (see `FAULTS`)."""
+
     def kill_one() -> None:
         cluster.kill(0)
         restart(cluster, 0)
@@ -440,14 +575,19 @@ def faults_for(cluster: Cluster, redis: Redis) -> list[Fault]:
         for index in range(len(cluster.instances)):
             restart(cluster, index)
 
-    return [
-        Fault("baseline (no fault)", None),
-        Fault("kill -9 instance", kill_one),
-        Fault(f"Redis paused {REDIS_PAUSE:g} s", lambda: redis.pause(REDIS_PAUSE)),
-        Fault("Redis restarted, AOF", lambda: redis.restart(aof=True)),
-        Fault("Redis restarted, no AOF", lambda: redis.restart(aof=False)),
-        Fault("rolling restart", rolling),
-    ]
+    def make(name: str) -> Fault:
+        if name == "kill":
+            return Fault("kill -9 instance", kill_one)
+        if name == "pause":
+            return Fault(f"Redis paused {REDIS_PAUSE:g} s", lambda: redis.pause(REDIS_PAUSE))
+        if name == "aof":
+            return Fault("Redis restarted, AOF", lambda: redis.restart(aof=True))
+        if name == "no-aof":
+            return Fault("Redis restarted, no AOF", lambda: redis.restart(aof=False))
+        assert name == "rolling"
+        return Fault("rolling restart", rolling)
+
+    return [Fault("baseline (no fault)", None), *(make(name) for name in names)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -456,6 +596,9 @@ def main(argv: list[str] | None = None) -> int:
         print("haproxy is not installed (Debian: apt-get install haproxy)", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, terminate)
+    flow_log = FlowLog(logging.INFO)
+    logging.getLogger("mrtr").addHandler(flow_log)
+    logging.getLogger("mrtr").setLevel(logging.INFO)
     workdir = Path(tempfile.mkdtemp(prefix="mrtr-fault-soak-"))
     effects_path = workdir / "effects.log"
     redis: Redis | None = None
@@ -468,7 +611,7 @@ def main(argv: list[str] | None = None) -> int:
             EFFECTS_VARIABLE: str(effects_path),
         }
         cluster = Cluster.start(TARGET, workdir, env, n=INSTANCES)
-        faults = faults_for(cluster, redis)
+        faults = faults_for(cluster, redis, args.faults)
         run = Run()
         started = time.monotonic()
         asyncio.run(soak(cluster, faults, args, run))
@@ -487,7 +630,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"hung: {flow.id} ({era}), started {flow.start - started:.1f} s in, "
                     f"trouble at {(flow.trouble or flow.start) - started:.1f} s, "
-                    f"{len(effects.get(flow.id, ()))} effect(s)"
+                    f"{len(effects.get(flow.id, ()))} effect(s); {flow.diagnosis()}"
                 )
         unmatched = len(set(effects) - {flow.id for flow in run.flows})
         if unmatched:

@@ -68,7 +68,10 @@ fi
 cat "$PEERS_LOG"
 
 echo "== pytest"
-"$PYTHON" -m pytest -q --durations=25  # the slowest tests, to keep the run within its time budget
+# Two workers, a test file each at a time (its module fixtures start once): most tests wait on
+# a server or a peer process, so this halves the run. --durations names the slowest tests, to
+# keep the whole run within its time budget.
+"$PYTHON" -m pytest -q -n 2 --dist loadfile --durations=25
 
 echo "== conformance (official MCP suite, 2026-07-28 and 2025-11-25)"
 PYTHON="$PYTHON" bash conformance/run.sh

@@ -220,7 +220,7 @@ def test_soak_quick_completes_flows_with_none_failed_and_one_effect_each(
     out = soak.stdout
     assert out.startswith("soak: 8 clients, 2 s, 3 instances, store memory")
     completed = soak_figure(out, "completed flows")
-    assert completed > 0
+    assert completed >= 8  # each of the 8 clients runs at least one flow
     assert soak_figure(out, "failed flows") == 0
     assert re.search(r"^flows/s: [\d.]+$", out, re.M)
     assert re.search(r"^errors: \d+$", out, re.M)
@@ -255,7 +255,7 @@ def test_soak_with_a_shared_redis_store_and_two_instances() -> None:
     assert proc.stdout.startswith("soak: 8 clients, 2 s, 2 instances, store redis")
     assert [row[0] for row in SOAK_RSS.findall(proc.stdout)] == ["1", "2"]
     completed = soak_figure(proc.stdout, "completed flows")
-    assert completed > 0 and soak_figure(proc.stdout, "failed flows") == 0
+    assert completed >= 8 and soak_figure(proc.stdout, "failed flows") == 0
     assert f"side effects: {completed} for {completed} completed flows (match)" in proc.stdout
 
 

@@ -16,8 +16,8 @@ completed flow's or task's exactly once; a task cancelled before its answer neve
 that the servers' memory stays bounded.
 
 Size: 30 examples with the memory store and 12 with Redis, 15 steps each, at most one kill per
-example; measured 9-18 s and 39-80 s on a loaded 2-core machine (load average 3-6), under the
-120 s per-test timeout.
+example; measured 9-18 s and 39-80 s on a loaded 2-core machine (load average 3-6). Its hang
+guard is 300 s: at a load average of 20 the Redis variant passed 120 s.
 """
 
 from __future__ import annotations
@@ -764,6 +764,7 @@ class Guarantees(RuleBasedStateMachine):
 EXAMPLES = {"memory": 30, "redis": 12}
 
 
+@pytest.mark.timeout(300)  # a hang guard, not a speed assertion (see the module's docstring)
 @pytest.mark.parametrize("store", ["memory", "redis"])
 def test_guarantees_hold_under_any_interleaving(store: str) -> None:
     with deployment(store) as running:

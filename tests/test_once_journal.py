@@ -14,7 +14,7 @@ import pytest
 
 from mrtr import McpError, RequestContext, Server, ServerOptions
 from mrtr.protocol.errors import INTERNAL_ERROR
-from mrtr.server import replay
+from mrtr.server._engine import replay
 from mrtr.server.store import MemoryStore
 from mrtr_flows import accept, call_tool, error_of, result_of
 

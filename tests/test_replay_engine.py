@@ -1,4 +1,4 @@
-"""The replay engine's rules (`mrtr/server/replay.py`), one behaviour per test.
+"""The replay engine's rules (`mrtr/server/_engine/replay.py`), one behaviour per test.
 
 Flows run through `Client.in_memory(server)` or, where the exact wire matters, as raw JSON-RPC
 to `server.handle_message`. Tests that would spin forever on a broken engine carry a timeout

@@ -77,7 +77,7 @@ class OpenTelemetryMiddleware:
                 if mrtr:
                     # Read once the round has run: a first round's flow id exists only if the
                     # handler (or another middleware) needed one, or it asked the client.
-                    flow = ctx._state.flow_id
+                    flow = ctx.engine.state.flow_id
                     if flow:
                         span.set_attribute("mcp.flow.id", flow)
             result_type = result.get("resultType")

@@ -55,7 +55,7 @@ class TimingMiddleware:
     def _log(self, ctx: RequestContext, outcome: str, elapsed_ms: float) -> None:
         target = request_target(ctx)
         # A flow id only means something once the request has rounds: read, never minted here.
-        state = ctx._state
+        state = ctx.engine.state
         flow = state.flow_id or None
         fields = {
             "method": ctx.method,

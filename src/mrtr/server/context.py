@@ -3,7 +3,7 @@
 Besides logging and progress, the context is where a handler asks the client for input:
 `await ctx.elicit(...)`, `ctx.sample(...)`, `ctx.list_roots()`, `ctx.ask({...})`, and keeps
 work from repeating across rounds with `ctx.once(...)`. The context is a face over the replay
-engine (`replay.Replay`), which owns all of that state; see `replay.py` for the rules.
+engine (`replay.Replay`), which owns all of that state; see `_engine/replay.py` for the rules.
 
 The same context serves both protocol eras. On a legacy (`initialize`) session what a modern
 request says in its `_meta` comes from the session instead (`live.session_meta`), and the
@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 import pydantic
 
@@ -40,24 +40,21 @@ from ..protocol.types import (
     SamplingMessage,
     TextContent,
 )
+from ._engine.questions import Batch, Question, typed_elicit_converter
+from ._engine.replay import Replay
+from ._engine.round_state import RoundState
 from .auth.principal import access_token_of
+from .injection import InjectedContext
 from .live import LiveAsker, session_meta
 from .once_journal import OnUncertain, idempotency_key
-from .replay import (
-    Batch,
-    Question,
-    Replay,
-    RoundState,
-    typed_elicit_converter,
-)
 from .worker_threads import check_on_loop, in_worker_thread, on_loop
 
 if TYPE_CHECKING:
     from .auth.token import AccessToken
+    from .options import ServerOptions
+    from .redemption import EarlyOutcome
     from .request_state import StateBinding, VerifiedState
-    from .server import Server
     from .session import LegacySession
-    from .tasks.run import TaskRun
 
 T = TypeVar("T")
 M = TypeVar("M", bound=pydantic.BaseModel)
@@ -68,6 +65,82 @@ NotifySink = Callable[[dict[str, Any]], Awaitable[None]]
 _EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 
+class ServerFace(Protocol):
+    """The server as a handler reaches it (`ctx.server`; `mrtr.Server` is one): what it is,
+    what its lifespan yielded, and how it changes what it offers while it serves."""
+
+    @property
+    def name(self) -> str:
+        """The server's name."""
+
+    @property
+    def version(self) -> str:
+        """The server's version."""
+
+    @property
+    def options(self) -> ServerOptions:
+        """The server's options."""
+
+    @property
+    def lifespan_state(self) -> Any:
+        """What the server's lifespan yielded (see `RequestContext.state`)."""
+
+    def add_tool(self, fn: Callable[..., Any], name: str | None = None, **settings: Any) -> None:
+        """Register `fn` as a tool."""
+
+    def remove_tool(self, name: str) -> None:
+        """Remove the tool `name`."""
+
+    def add_prompt(self, fn: Callable[..., Any], name: str | None = None, **settings: Any) -> None:
+        """Register `fn` as a prompt."""
+
+    def remove_prompt(self, name: str) -> None:
+        """Remove the prompt `name`."""
+
+    def add_resource(self, fn: Callable[..., Any], uri: str, **settings: Any) -> None:
+        """Register `fn` as the resource at `uri`."""
+
+    def add_resource_template(
+        self, fn: Callable[..., Any], uri_template: str, **settings: Any
+    ) -> None:
+        """Register `fn` for `uri_template`."""
+
+    def remove_resource(self, uri: str) -> None:
+        """Remove the resource (or template) at `uri`."""
+
+    def disable(self, *tags: str) -> None:
+        """Hide everything carrying one of `tags`."""
+
+    def enable(self, *tags: str) -> None:
+        """Show again what `disable(*tags)` hid."""
+
+    def notify_tools_changed(self) -> None:
+        """Tell listening clients the tool list changed."""
+
+    def notify_prompts_changed(self) -> None:
+        """Tell listening clients the prompt list changed."""
+
+    def notify_resources_changed(self) -> None:
+        """Tell listening clients the resource list changed."""
+
+    def notify_resource_updated(self, uri: str) -> None:
+        """Tell clients subscribed to `uri` that it changed."""
+
+
+class TaskStarter(Protocol):
+    """How a call becomes a task (the tasks extension's `TaskRun`; see `run_as_task`)."""
+
+    #: Settles the redeemed round's outcome once the call is a task.
+    early: EarlyOutcome
+
+    @property
+    def task_id(self) -> str | None:
+        """The task's id once it exists."""
+
+    async def begin(self) -> dict[str, Any]:
+        """Make the call a task (once); the `CreateTaskResult`."""
+
+
 @functools.lru_cache(maxsize=256)
 def _schema_of(model: type[Any]) -> dict[str, Any]:
     # Cached: a schema is built once per model, not on every round that replays the ask.
@@ -76,28 +149,27 @@ def _schema_of(model: type[Any]) -> dict[str, Any]:
     return schema
 
 
-class RequestContext:
+class RequestContext(InjectedContext):
     """The request being handled: its metadata, the client's capabilities, and MRTR."""
 
     __slots__ = (
-        "_engine",
         "_input_responses",
-        "_notify",
         "_progress",
-        "_task_run",
-        "_verified",
+        "engine",
         "meta",
         "method",
+        "notify_sink",
         "params",
         "request_id",
         "server",
         "session",
+        "task_run",
         "transport_info",
     )
 
     def __init__(
         self,
-        server: Server,
+        server: ServerFace,
         request_id: jsonrpc.RequestId,
         method: str,
         params: dict[str, Any],
@@ -115,31 +187,59 @@ class RequestContext:
         #: The legacy session the request came on; None for a 2026-07-28 request.
         self.session = session
         self._input_responses: dict[str, Any] = input_responses or {}
-        self._notify = notify
+        #: Where the handler's notifications go: the request's stream (None: nowhere); a call
+        #: that becomes a task sends them to the task's listeners instead.
+        self.notify_sink = notify
         self._progress: float | None = None
-        # What `middleware.restore_round` verified before the middleware ran, if anything.
-        self._verified: tuple[StateBinding, VerifiedState] | None = None
-        # The call's way to become a task (the tasks extension); None for every other call.
-        self._task_run: TaskRun | None = None
+        #: The call's way to become a task (set by the tasks extension); None for every other
+        #: call.
+        self.task_run: TaskStarter | None = None
         self.meta: dict[str, Any]
         if session is None:
             meta = params.get("_meta")
             # Not a dict only on a request the server is about to refuse (middleware sees it).
             self.meta = meta if isinstance(meta, dict) else {}
-            self._engine = Replay(state, method)
+            #: The replay engine of this attempt at the request, which the server's rounds drive
+            #: (`mrtr.server._engine`); a handler uses the methods below instead.
+            self.engine = Replay(state, method)
         else:
             self.meta = session_meta(session, params)
             asker = LiveAsker(self, session, notify, server.options.input_required.round_timeout)
-            self._engine = Replay(state, method, asker)
+            self.engine = Replay(state, method, asker)
+
+    # The names these had before the engine gave them a public face, kept for callers not yet
+    # moved to `engine`, `notify_sink` and `task_run`.
+    @property
+    def _notify(self) -> NotifySink | None:
+        return self.notify_sink
+
+    @_notify.setter
+    def _notify(self, sink: NotifySink | None) -> None:
+        self.notify_sink = sink
 
     @property
     def _state(self) -> RoundState:
-        # The engine's state: what the sealed `requestState` restores and carries on.
-        return self._engine.state
+        return self.engine.state
 
     @_state.setter
     def _state(self, state: RoundState) -> None:
-        self._engine.state = state
+        self.engine.state = state
+
+    @property
+    def _verified(self) -> tuple[StateBinding, VerifiedState] | None:
+        return self.engine.checked
+
+    @_verified.setter
+    def _verified(self, checked: tuple[StateBinding, VerifiedState] | None) -> None:
+        self.engine.checked = checked
+
+    @property
+    def _task_run(self) -> TaskStarter | None:
+        return self.task_run
+
+    @_task_run.setter
+    def _task_run(self, run: TaskStarter | None) -> None:
+        self.task_run = run
 
     # --- what the request says -----------------------------------------------------------
 
@@ -189,7 +289,7 @@ class RequestContext:
     @property
     def round(self) -> int:
         """How many `InputRequiredResult`s this request has been through (0 on the first try)."""
-        return self._state.round
+        return self.engine.state.round
 
     @property
     def flow_id(self) -> str:
@@ -198,18 +298,18 @@ class RequestContext:
         Use it as an idempotency key for side effects (a payment, an email) so that a replayed
         round cannot repeat them. It travels sealed in `requestState`.
         """
-        return self._state.ensure_flow_id()
+        return self.engine.state.ensure_flow_id()
 
     @property
     def request_state(self) -> str | None:
         """The plaintext a manual-style handler put in its last `InputRequiredResult`."""
-        self._engine.saw_inputs()  # replay rule 7: a manual-style handler reached its inputs
-        return self._state.user
+        self.engine.saw_inputs()  # replay rule 7: a manual-style handler reached its inputs
+        return self.engine.state.user
 
     @property
     def input_responses(self) -> dict[str, Any]:
         """This round's `inputResponses` as the client sent them (for the manual style)."""
-        self._engine.saw_inputs()  # replay rule 7, as for `request_state`
+        self.engine.saw_inputs()  # replay rule 7, as for `request_state`
         return self._input_responses
 
     @input_responses.setter
@@ -228,7 +328,7 @@ class RequestContext:
 
         `log` and `report_progress` stay silent meanwhile: the client already heard them.
         """
-        return self._engine.replaying
+        return self.engine.replaying
 
     def log(self, level: str, data: Any, logger: str | None = None) -> Awaitable[None]:
         """Send a log message to the client, if it asked for this level or lower.
@@ -247,12 +347,12 @@ class RequestContext:
 
     async def _log(self, level: str, data: Any, logger: str | None, track: bool) -> None:
         if track:  # replay rule 8: a task that logs is one the run can cancel
-            self._engine.track()
+            self.engine.track()
         wanted = self.log_level
-        if wanted is None or self._notify is None:
+        if wanted is None or self.notify_sink is None:
             return
-        if self._engine.replaying:
-            if self._engine.tick():
+        if self.engine.replaying:
+            if self.engine.tick():
                 await asyncio.sleep(0)  # replay rule 2: a replay loop still lets the loop turn
             return
         rank = meta_keys.LOG_LEVEL_RANK
@@ -261,7 +361,7 @@ class RequestContext:
         params: dict[str, Any] = {"level": level, "data": data}
         if logger is not None:
             params["logger"] = logger
-        await self._notify(jsonrpc.notification("notifications/message", params))
+        await self.notify_sink(jsonrpc.notification("notifications/message", params))
 
     def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
@@ -280,12 +380,12 @@ class RequestContext:
         self, progress: float, total: float | None, message: str | None, track: bool
     ) -> None:
         if track:  # as in `log`
-            self._engine.track()
+            self.engine.track()
         token = self.progress_token
-        if token is None or self._notify is None:
+        if token is None or self.notify_sink is None:
             return
-        if self._engine.replaying:
-            if self._engine.tick():
+        if self.engine.replaying:
+            if self.engine.tick():
                 await asyncio.sleep(0)  # as in `log`
             return
         if self._progress is not None and progress <= self._progress:
@@ -296,7 +396,7 @@ class RequestContext:
             params["total"] = total
         if message is not None:
             params["message"] = message
-        await self._notify(jsonrpc.notification("notifications/progress", params))
+        await self.notify_sink(jsonrpc.notification("notifications/progress", params))
 
     # --- tasks (io.modelcontextprotocol/tasks) ----------------------------------------------
 
@@ -308,7 +408,7 @@ class RequestContext:
         questions asked from here on reach the client through `tasks/get`. False otherwise
         (the call goes on as an ordinary one). Questions asked before it went through MRTR.
         """
-        run = self._task_run
+        run = self.task_run
         if run is None:
             return False
         await run.begin()
@@ -317,14 +417,14 @@ class RequestContext:
     @property
     def task_id(self) -> str | None:
         """The id of the task this call runs as, or None."""
-        run = self._task_run
+        run = self.task_run
         return run.task_id if run is not None else None
 
     # --- asking the client (MRTR) ----------------------------------------------------------
 
     def pending(self) -> dict[str, Question[Any]]:
         """Questions created in this run that still have no answer."""
-        return self._engine.pending()
+        return self.engine.pending()
 
     def question(
         self,
@@ -338,7 +438,7 @@ class RequestContext:
         Only `elicitation/create`, `sampling/createMessage` and `roots/list` can be asked;
         another method is a `ValueError`.
         """
-        return self._engine.ask(request.method, request.params, key, convert)
+        return self.engine.ask(request.method, request.params, key, convert)
 
     @overload
     def elicit(
@@ -375,7 +475,7 @@ class RequestContext:
                 "message": request,
                 "requestedSchema": schema if schema is not None else _EMPTY_SCHEMA,
             }
-            return self._engine.ask(ELICITATION_CREATE, params, key)
+            return self.engine.ask(ELICITATION_CREATE, params, key)
         form = ElicitRequestParams(
             message=request,
             mode="form",
@@ -423,7 +523,7 @@ class RequestContext:
     def ask(self, requests: Mapping[str, InputRequest]) -> Batch:
         """Ask several questions in one round; awaiting gives `{key: answer}`."""
         return Batch(
-            self._engine, {key: self.question(req, key=key) for key, req in requests.items()}
+            self.engine, {key: self.question(req, key=key) for key, req in requests.items()}
         )
 
     def once(
@@ -453,7 +553,7 @@ class RequestContext:
         """
         # Checked when called, not when awaited: a sync handler cannot await the coroutine.
         check_on_loop(f"ctx.once({key!r})")
-        return self._engine.once(key, fn, type, on_uncertain)
+        return self.engine.once(key, fn, type, on_uncertain)
 
     def once_key(self, key: str) -> str:
         """The idempotency key of `ctx.once(key, ...)` in this flow, for the outside system

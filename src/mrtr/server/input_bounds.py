@@ -10,24 +10,35 @@ Python, without recursion, only to word a refusal.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import orjson
 import pydantic
 
 from ..protocol.errors import McpError, invalid_params
 
-if TYPE_CHECKING:
-    from .options import InputRequiredConfig
-
 __all__ = [
     "MAX_DEPTH",
+    "ResponseLimits",
     "check_arguments",
     "check_responses",
     "nesting_exceeds",
     "state_too_large",
     "stored_answer",
 ]
+
+
+class ResponseLimits(Protocol):
+    """The bounds on `inputResponses` (`options.InputRequiredConfig` holds them)."""
+
+    @property
+    def max_responses(self) -> int:
+        """The most `inputResponses` entries one request may carry."""
+
+    @property
+    def max_response_bytes(self) -> int:
+        """The most bytes of JSON they may take together."""
+
 
 #: The deepest nesting (objects and arrays) accepted in arguments and `inputResponses`.
 MAX_DEPTH: Final = 250
@@ -79,7 +90,7 @@ def check_arguments(arguments: Any, what: str) -> None:
             ) from None
 
 
-def check_responses(responses: dict[str, Any], config: InputRequiredConfig) -> None:
+def check_responses(responses: dict[str, Any], config: ResponseLimits) -> None:
     """Refuse (-32602) `inputResponses` with too many entries, too many bytes, too deep
     nesting, or values that could not be sealed into the next `requestState`."""
     if len(responses) > config.max_responses:

@@ -26,40 +26,17 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Any
+
+from .injection import State, is_state_annotation
 
 if TYPE_CHECKING:
     from .server import Server
 
 logger = logging.getLogger("mrtr.server")
 
-T = TypeVar("T")
-
 #: `Server(lifespan=...)`: a function of the server giving an async context manager.
 Lifespan = Callable[["Server"], contextlib.AbstractAsyncContextManager[Any]]
-
-
-class _StateMarker:
-    """Marks a handler parameter that receives the lifespan's state."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "mrtr.State"
-
-
-STATE_MARKER = _StateMarker()
-
-#: `db: State[Database]` in a handler's signature receives what the lifespan yielded (the
-#: parameter is typed `Database` for the type checker, and stays out of the input schema).
-State = Annotated[T, STATE_MARKER]
-"""`State[T]`: a handler parameter that receives what the server's lifespan yielded, typed `T`."""
-
-
-def is_state_annotation(annotation: Any) -> bool:
-    """Whether a parameter annotation is `State[T]`."""
-    metadata = getattr(annotation, "__metadata__", None)
-    return metadata is not None and any(m is STATE_MARKER for m in metadata)
 
 
 class LifespanError(RuntimeError):

@@ -6,7 +6,7 @@ replay engine is given a `LiveAsker` (replay rule 10), which sends the question 
 as a real request (`elicitation/create`, `sampling/createMessage`, `roots/list`) on the stream
 of the request being handled, awaits the response, and validates it as an `inputResponses`
 entry would be. The same piece drives a manual-style handler (`InputRequiredResult`) on a
-legacy session: it asks every input request and hands the answers back (see `rounds.py`).
+legacy session: it asks every input request and hands the answers back (see `_engine/rounds.py`).
 
 Rules:
 
@@ -24,7 +24,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pydantic
@@ -39,13 +39,15 @@ from ..protocol.errors import (
     invalid_params,
 )
 from ..protocol.types import CreateMessageResult, ElicitResult, ListRootsResult
-from .rounds import require_capabilities
-from .signature import describe_validation_error
+from ._engine.questions import Capable, require_capabilities
+from ._engine.validation import describe_validation_error
 
 if TYPE_CHECKING:
-    from .context import NotifySink, RequestContext
-    from .replay import Question
+    from ._engine.questions import Question
     from .session import LegacySession
+
+#: Sends one JSON-RPC message on the stream of the request being handled.
+Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 T = TypeVar("T")
 
@@ -86,9 +88,9 @@ class LiveAsker:
 
     def __init__(
         self,
-        ctx: RequestContext,
+        ctx: Capable,
         session: LegacySession,
-        send: NotifySink | None,
+        send: Send | None,
         timeout: float,
     ) -> None:
         self._ctx = ctx
@@ -99,7 +101,7 @@ class LiveAsker:
     async def answer(self, question: Question[T]) -> T:
         """Ask `question` and return its answer as the handler expects it."""
         _, model = await self._ask(question.key, question.method, question.params)
-        return question._convert(question.key, model)
+        return question.convert(model)
 
     async def answer_all(self, questions: dict[str, Question[Any]]) -> dict[str, Any]:
         """Ask several questions at once (rule 4); `{key: answer}`."""

@@ -129,8 +129,7 @@ async def restore_round(keeper: RoundKeeper, ctx: RequestContext) -> None:
         return
     except Exception:  # a verifier's own failure: the round logs it when it verifies again
         return
-    ctx._state = state
-    ctx._verified = (binding, verified)
+    ctx.engine.restore(state, (binding, verified))
 
 
 __all__ = [

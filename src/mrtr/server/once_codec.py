@@ -21,7 +21,7 @@ import orjson
 import pydantic
 from pydantic_core import PydanticSerializationError
 
-from .signature import describe_validation_error
+from ._engine.validation import describe_validation_error
 
 
 class Unrecordable(Exception):

@@ -77,7 +77,7 @@ import math
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import orjson
 
@@ -93,7 +93,6 @@ from .store import Store, StoreFull, is_store_refusal
 
 if TYPE_CHECKING:
     from .request_state import StateBinding, VerifiedState
-    from .rounds import RejectionLog
 
 __all__ = [
     "BEAT_EVERY",
@@ -179,6 +178,17 @@ class _Throttle:
         return True
 
 
+class Rejections(Protocol):
+    """Where refused request states are logged (`rounds.RejectionLog`)."""
+
+    def log(self, binding: StateBinding, cause: str, hint: str) -> None:
+        """Log (or count) one refusal of a state presented for `binding`."""
+
+
+#: Records a redeemed round's outcome in the store.
+Keep = Callable[[dict[str, Any]], Awaitable[None]]
+
+
 class EarlyOutcome:
     """Lets a redeemed round record its outcome before its run ends (rule 5 above).
 
@@ -190,8 +200,12 @@ class EarlyOutcome:
     __slots__ = ("_keep", "settled")
 
     def __init__(self) -> None:
-        self._keep: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+        self._keep: Keep | None = None
         self.settled = False
+
+    def keep_with(self, keep: Keep) -> None:
+        """Record through `keep` from now on (the redemption running the round gives it)."""
+        self._keep = keep
 
     async def settle(self, outcome: dict[str, Any]) -> None:
         """Record `outcome` as the round's, once: a re-sent round gets it from now on."""
@@ -222,7 +236,7 @@ class Redemptions:
         *,
         max_outcome_bytes: int,
         round_timeout: float,
-        rejections: RejectionLog,
+        rejections: Rejections,
     ) -> None:
         self.store = store
         self.max_outcome_bytes = max_outcome_bytes
@@ -292,7 +306,7 @@ class Redemptions:
             async def settle(outcome: dict[str, Any]) -> None:
                 await self._keep(key, _RESULT, digest, outcome, kept_for, binding, token)
 
-            early._keep = settle
+            early.keep_with(settle)
         # A process that dies leaves "running" for a duplicate to take over; a cancellation
         # releases it (rule 1): what must not run twice is in the `once` journal.
         try:

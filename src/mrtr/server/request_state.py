@@ -326,6 +326,14 @@ class RequestStateKeyRing:
         """True when the ring holds a generated per-process secret."""
         return self._random
 
+    def sealing_key(self) -> _Key:
+        """The key new tokens are sealed with (the first secret's)."""
+        return self._sealer
+
+    def keys_for(self, kid: bytes) -> tuple[_Key, ...] | None:
+        """The keys whose id is `kid` (a token's first bytes), or None: not one of ours."""
+        return self._by_kid.get(kid)
+
     def __repr__(self) -> str:
         count = sum(map(len, self._by_kid.values()))
         return f"RequestStateKeyRing(keys={count}, random={self._random})"
@@ -449,7 +457,7 @@ def _mint(
     else:
         nonce = os.urandom(_NONCE_LEN)
     pad = -(_PT_DATA_START + len(data)) % _BLOCK
-    key = ring._sealer
+    key = ring.sealing_key()
     plaintext = b"".join(
         (
             _HEADER.pack(flags, pad, round, expires_at),
@@ -510,7 +518,7 @@ def verify_request_state(
     ):
         raise InvalidRequestState("malformed")
 
-    candidates = ring._by_kid.get(raw[:_KID_LEN])
+    candidates = ring.keys_for(raw[:_KID_LEN])
     if candidates is None:
         raise InvalidRequestState("unknown_key")
     nonce = raw[_KID_LEN:_CT_START]

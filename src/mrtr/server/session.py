@@ -156,6 +156,12 @@ class LegacySession:
                 )
             )
 
+    def awaits(self, request_id: jsonrpc.RequestId) -> bool:
+        """Whether the request sent to the client with `request_id` still waits for its
+        answer."""
+        future = self._pending.get(request_id)
+        return future is not None and not future.done()
+
     def deliver(self, response: dict[str, Any]) -> bool:
         """Hand a client's response to the request awaiting it; False if none is (unknown or
         late id), so the transport can ignore it."""

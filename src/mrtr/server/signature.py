@@ -28,18 +28,13 @@ from ..protocol.types import (
     ResourceLink,
     TextContent,
 )
+from ._engine.validation import describe_validation_error
 from .content import Audio, File, Image
 from .docstrings import parse_docstring
-from .lifespan import is_state_annotation
+from .injection import is_context_annotation, is_state_annotation
 from .worker_threads import WorkerPool
 
 AnyFunction = Callable[..., Any]
-
-
-def _is_context_type(annotation: Any) -> bool:
-    from .context import RequestContext  # the context imports the engine, which imports us
-
-    return isinstance(annotation, type) and issubclass(annotation, RequestContext)
 
 
 _PORTED: dict[Any, Any] = {}
@@ -94,20 +89,6 @@ class ValidationFailure(Exception):
     """Arguments that do not fit the signature; the message says which and why."""
 
 
-def describe_validation_error(exc: pydantic.ValidationError, root: str = "arguments") -> str:
-    """One readable line per problem: `field: message (got value)`, no internals.
-
-    `root` names the whole value, for a problem with no field path.
-    """
-    parts = []
-    for err in exc.errors(include_url=False):
-        where = ".".join(str(p) for p in err.get("loc", ())) or root
-        got = err.get("input")
-        suffix = "" if err.get("type") == "missing" else f" (got {got!r:.60})"
-        parts.append(f"{where}: {err.get('msg', 'invalid')}{suffix}")
-    return "; ".join(parts)
-
-
 class FunctionSignature:
     """What a handler function takes: its arguments' model and where the context goes."""
 
@@ -136,7 +117,7 @@ class FunctionSignature:
             if name in skip:
                 continue
             annotation = hints.get(name, Any)
-            if _is_context_type(annotation) or (name == "ctx" and annotation is Any):
+            if is_context_annotation(annotation) or (name == "ctx" and annotation is Any):
                 self.context_param = name
                 continue
             if is_state_annotation(annotation):

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import secrets
 
-from .replay import InputPending, ReplayError, leaves
+from ._engine.outcome import InputPending, ReplayError, leaves
 from .worker_threads import OffLoopError
 
 logger = logging.getLogger("mrtr.server")

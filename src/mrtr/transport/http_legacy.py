@@ -55,6 +55,12 @@ stays on the stateless path. Rules:
    asking that instance to cancel it. The standalone stream's newest events are kept in
    the store by the instance serving it, before they go out (`sse_events.py` rule 6), so
    any instance resumes it. A store that fails answers 503 with -32603, the session intact.
+   A broker message can be lost (Redis stalls as it is published, or a subscriber is away),
+   so a client's response relayed to another instance is also kept in the store (up to
+   `MAX_KEPT_RESPONSE` bytes, for `KEPT_ANSWER_TTL` seconds) before it is answered 202 (503
+   when the store fails: the client sends it again), and an instance awaiting an answer
+   looks for it there now and then (`ANSWER_LOOK_FIRST`, doubling up to `ANSWER_LOOK_MOST`
+   seconds): a lost message costs that wait, never the call.
 9. What a request stream leaves in a shared store (rule 8): when its first event goes out,
    before any event id can reach the client, its request id; when the request is answered,
    its response too (up to `MAX_KEPT_RESPONSE` bytes), for `KEPT_STREAM_TTL` seconds. A
@@ -70,6 +76,7 @@ import contextlib
 import contextvars
 import functools
 import logging
+import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -129,6 +136,16 @@ KEPT_STREAM_TTL = 300.0
 #: The largest response kept for another instance to replay (rule 9); a larger one is not
 #: kept, and a resumption elsewhere gets the error instead.
 MAX_KEPT_RESPONSE = 64 * 1024
+#: Seconds a client's response relayed to another instance stays in a shared store (rule 8):
+#: the instance awaiting it looks there within `ANSWER_LOOK_MOST` seconds.
+KEPT_ANSWER_TTL = 60.0
+#: Seconds after sending a request to the client before its instance first looks in the shared
+#: store for an answer the broker lost; each next look waits twice as long, up to
+#: `ANSWER_LOOK_MOST` (rule 8).
+ANSWER_LOOK_FIRST = 0.5
+ANSWER_LOOK_MOST = 5.0
+#: The id of a request an instance of a shared session sent the client (`_prefix` and a count).
+_SERVER_REQUEST_ID = re.compile(r"s-[0-9a-f]{12}-[0-9]{1,18}")
 _SESSION_HEADER = b"mcp-session-id"
 _MAX_ID_LENGTH = 256
 _SETTLE_POLL = 0.05  # seconds between looks at the requests a drain waits for
@@ -155,7 +172,7 @@ def close_sse_stream() -> bool:
 class _Channel:
     """The transport side of one session: its streams and its running requests."""
 
-    __slots__ = ("digest", "ended", "kept", "log", "refreshed", "session", "tasks")
+    __slots__ = ("asked", "digest", "ended", "kept", "log", "refreshed", "session", "tasks")
 
     def __init__(
         self, session: LegacySession, buffer_bytes: int, digest: str = "", first_stream: int = 1
@@ -170,10 +187,15 @@ class _Channel:
         self.refreshed = time.monotonic()
         #: Request streams whose request id is in the shared store (rule 9).
         self.kept: set[int] = set()
+        #: Told of each message going to the client (shared sessions: a request's answer may
+        #: have to be looked for in the store, rule 8).
+        self.asked: Callable[[dict[str, Any]], None] | None = None
         session.send = self.send
 
     async def send(self, message: dict[str, Any]) -> None:
         """The session's own channel: the standalone (`GET`) stream."""
+        if self.asked is not None:
+            self.asked(message)
         self.log.standalone.add(orjson.dumps(message))
 
     def end(self) -> None:
@@ -242,6 +264,8 @@ class LegacySessions:
         self._unsubscribe: Unsubscribe | None = None
         self._subscribing: asyncio.Lock | None = None
         self._background: set[asyncio.Future[None]] = set()
+        #: Tasks looking in the store for answers the broker may have lost (rule 8).
+        self._looking: set[asyncio.Future[None]] = set()
 
     def _ended(self, session: LegacySession) -> None:
         channel = self._channels.pop(session.id, None)
@@ -267,6 +291,8 @@ class LegacySessions:
         """
         for session in self.store.sessions():
             self.store.remove(session.id)
+        for task in list(self._looking):
+            task.cancel()
         unsubscribe, self._unsubscribe = self._unsubscribe, None
         if unsubscribe is not None:
             with contextlib.suppress(RuntimeError):  # no loop running: nothing to stop
@@ -320,6 +346,7 @@ class LegacySessions:
                 await _unavailable(send, message["id"], exc, not_run=True)
                 return
             channel.digest = session_digest(session.id)
+            channel.asked = functools.partial(self._asked, channel)
             self._by_digest[channel.digest] = channel
         self._channels[session.id] = channel
         self.store.add(session)
@@ -402,6 +429,7 @@ class LegacySessions:
             channel = _Channel(
                 session, self.buffer_bytes, session_digest(session_id), self._first_stream
             )
+            channel.asked = functools.partial(self._asked, channel)
             self._channels[session_id] = channel
             self._by_digest[channel.digest] = channel
             self.store.add(session)
@@ -533,9 +561,58 @@ class LegacySessions:
         return (
             self._broker is not None
             and isinstance(request_id, str)
-            and request_id.startswith("s-")
+            and _SERVER_REQUEST_ID.fullmatch(request_id) is not None
             and not request_id.startswith(self._prefix)
         )
+
+    def _answer_key(self, channel: _Channel, request_id: jsonrpc.RequestId) -> str:
+        return f"mrtr/answer/{self.server.name}/{channel.digest}/{request_id}"
+
+    async def _relay(self, channel: _Channel, response: dict[str, Any]) -> None:
+        """Pass a client's response to the instance awaiting it: kept in the store first (a
+        store failure is raised, `McpError`), then published (rule 8)."""
+        records = self.records
+        data = orjson.dumps(response)
+        if records is not None and len(data) <= MAX_KEPT_RESPONSE:
+            key = self._answer_key(channel, response["id"])
+            await records.store.set(key, data, KEPT_ANSWER_TTL)
+        self._publish("r", channel.digest, m=response)
+
+    def _asked(self, channel: _Channel, message: dict[str, Any]) -> None:
+        """A message goes to the client of a shared session: for a request, look for its
+        answer in the store while it is awaited (rule 8)."""
+        request_id = message.get("id")
+        if "method" not in message or not isinstance(request_id, str | int):
+            return  # a notification (the server's own ids are strings)
+        task = asyncio.ensure_future(self._look_for_answer(channel, request_id))
+        self._looking.add(task)
+        task.add_done_callback(self._looking.discard)
+
+    async def _look_for_answer(self, channel: _Channel, request_id: jsonrpc.RequestId) -> None:
+        records = self.records
+        assert records is not None
+        session = channel.session
+        key = self._answer_key(channel, request_id)
+        wait = ANSWER_LOOK_FIRST
+        while True:
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, ANSWER_LOOK_MOST)
+            if channel.ended or not session.awaits(request_id):
+                return  # answered (the broker's message came), or no longer awaited
+            try:
+                raw = await records.store.get(key)
+            except McpError:
+                continue  # the store fails too: look again later
+            if raw is None:
+                continue
+            try:
+                response = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                logger.warning("ignored an unreadable answer kept in the store for %r", request_id)
+                return
+            if isinstance(response, dict) and session.deliver(response):
+                logger.info("an answer the broker lost was found in the store (%r)", request_id)
+            return
 
     # --- POST (rules 3 and 4) ---------------------------------------------------------------
 
@@ -559,7 +636,11 @@ class LegacySessions:
             if session.deliver(message):
                 pass
             elif self._elsewhere(message["id"]):
-                self._publish("r", channel.digest, m=message)
+                try:
+                    await self._relay(channel, message)
+                except McpError as exc:
+                    await _unavailable(send, None, exc)
+                    return
             else:
                 logger.debug("ignored a response to no pending request (id %r)", message["id"])
             await accepted(send)
@@ -636,6 +717,8 @@ class LegacySessions:
         standalone = channel.log.standalone
 
         async def notify(outgoing: dict[str, Any]) -> None:
+            if channel.asked is not None:
+                channel.asked(outgoing)
             if accept_sse:
                 if self.records is not None and stream.id not in channel.kept:
                     # Before the stream's first event id can go out (rule 9).
@@ -1095,6 +1178,9 @@ async def _session_ended(send: Send) -> None:
 
 
 __all__ = [
+    "ANSWER_LOOK_FIRST",
+    "ANSWER_LOOK_MOST",
+    "KEPT_ANSWER_TTL",
     "KEPT_STREAM_TTL",
     "MAX_KEPT_RESPONSE",
     "MAX_RECORD_BYTES",

@@ -86,6 +86,11 @@ class TaskManager:
         return self._store
 
     @property
+    def sharing(self) -> bool:
+        """Whether answers stored by another instance wake this one (through the broker)."""
+        return self.server._subscriptions.sharing
+
+    @property
     def tally(self) -> Tally:
         """Counts live tasks by holder and in all: in Redis with a Redis store (every instance
         sharing it), in this process otherwise."""
@@ -166,7 +171,7 @@ class TaskManager:
                 raise wire.missing_tasks_capability(f"tools/call {tool!r}")
             return await round_.complete(invoke, render)
         run = TaskRun(self, ctx, settings, tool)
-        ctx._task_run = run
+        ctx.task_run = run
         task_round = TaskRound(round_.keeper, ctx, round_.target, round_.arguments)
         worker = run.worker = asyncio.ensure_future(task_round.complete(invoke, render))
         worker.add_done_callback(run.worker_done)

@@ -35,23 +35,24 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pydantic
 
 from ...protocol import tasks as wire
 from ...protocol.errors import INTERNAL_ERROR, McpError
+from .._engine.outcome import STOPPED, Failure
+from .._engine.questions import Question, require_capabilities, validate_answer
+from .._engine.rounds import Invoke, Round
 from ..redemption import EarlyOutcome
-from ..replay import STOPPED, Failure, Question, validate_answer
-from ..rounds import Round, require_capabilities
 from ..store import MemoryStore, is_store_refusal
 from .record import TaskRecord
+from .storage import TaskStore
 
 if TYPE_CHECKING:
     from ...inputs import InputRequest
     from ..context import RequestContext
-    from .manager import TaskManager
     from .settings import TaskSettings
 
 logger = logging.getLogger("mrtr.server")
@@ -63,6 +64,39 @@ T = TypeVar("T")
 ANSWER_POLL = 0.2
 #: The same with a broker: only a lost wake-up signal waits this long.
 ANSWER_FALLBACK_POLL = 2.0
+
+
+class TaskHost(Protocol):
+    """What a task's run needs of the tasks of its server (`manager.TaskManager` is that)."""
+
+    #: The tasks this instance runs, by id.
+    runs: dict[str, TaskRun]
+
+    @property
+    def store(self) -> TaskStore:
+        """Where tasks are kept."""
+
+    @property
+    def sharing(self) -> bool:
+        """Whether answers stored by another instance wake this one (through the broker)."""
+
+    def principal(self, ctx: RequestContext) -> str | None:
+        """The caller who owns the tasks it creates."""
+
+    async def claim(self, ctx: RequestContext, record: TaskRecord) -> McpError | None:
+        """Take a place for a new task, or the refusal to answer when there is none."""
+
+    async def unclaim(self, record: TaskRecord) -> None:
+        """Give back the place of a task that ended (or was never stored)."""
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` in the background, keeping it alive until done."""
+
+    def publish(self, record: TaskRecord) -> None:
+        """Tell listeners of the task its new state."""
+
+    def forward(self, task_id: str, message: dict[str, Any]) -> None:
+        """Send a log or progress notification of the task's handler to its listeners."""
 
 
 def new_task_id() -> str:
@@ -77,18 +111,20 @@ class TaskRound(Round):
 
     __slots__ = ()
 
+    ctx: RequestContext  # the manager makes task rounds of the server's own contexts
+
     def _early_outcome(self) -> EarlyOutcome | None:
-        run = self.ctx._task_run
+        run = self.ctx.task_run
         return None if run is None else run.early
 
     async def _execute(
         self,
-        invoke: Callable[[RequestContext], Awaitable[Any]],
+        invoke: Invoke,
         render: Callable[[Any], Any],
         what: str | None,
     ) -> dict[str, Any]:
         ctx = self.ctx
-        engine = ctx._engine
+        engine = ctx.engine
         engine.target = self.target
         outcome = await engine.run(invoke, ctx)
         value = outcome if not isinstance(outcome, Failure) else self._failed(outcome, what)
@@ -106,12 +142,12 @@ class TaskAsker:
     async def answer(self, question: Question[T]) -> T:
         """Ask `question` through the task and return its answer."""
         got = await self._run.ask({question.key: (question.method, question.params)})
-        return question._convert(question.key, got[question.key])
+        return question.convert(got[question.key])
 
     async def answer_all(self, questions: dict[str, Question[Any]]) -> dict[str, Any]:
         """Ask several questions at once; `{key: answer}`."""
         got = await self._run.ask({k: (q.method, q.params) for k, q in questions.items()})
-        return {key: q._convert(key, got[key]) for key, q in questions.items()}
+        return {key: q.convert(got[key]) for key, q in questions.items()}
 
     async def answer_requests(self, requests: dict[str, InputRequest]) -> dict[str, Any]:
         """Ask input requests; `{key: result}` as wire JSON."""
@@ -123,7 +159,7 @@ class TaskRun:
     """One call of a task-capable tool, and the task it may become (see the module rules)."""
 
     def __init__(
-        self, manager: TaskManager, ctx: RequestContext, settings: TaskSettings, tool: str
+        self, manager: TaskHost, ctx: RequestContext, settings: TaskSettings, tool: str
     ) -> None:
         self.manager = manager
         self.ctx = ctx
@@ -196,10 +232,10 @@ class TaskRun:
             raise error
         self.record = record
         ctx = self.ctx
-        ctx._engine.asker = TaskAsker(self)
+        ctx.engine.asker = TaskAsker(self)
         # The request's own stream ends with the CreateTaskResult: what the handler says from
         # now on goes to the task's listeners.
-        ctx._notify = self._notify
+        ctx.notify_sink = self._notify
         self.manager.runs[record.task_id] = self
         self._lease_task = asyncio.ensure_future(self._keep_lease())
         result = record.created_result()
@@ -231,8 +267,7 @@ class TaskRun:
         store = self.manager.store
         poll: float | None = None  # a store of this process: only a wake-up brings answers
         if not isinstance(store.store, MemoryStore):
-            sharing = self.manager.server._subscriptions.sharing
-            poll = ANSWER_FALLBACK_POLL if sharing else ANSWER_POLL
+            poll = ANSWER_FALLBACK_POLL if self.manager.sharing else ANSWER_POLL
         completed = False
         try:
             while True:
