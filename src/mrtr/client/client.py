@@ -808,14 +808,21 @@ class Client:
             await self._probe()
 
     async def _probe(self) -> None:
-        """`ping`, then `server/discover` unless the ping showed a legacy server, and what
-        their answers say (stdio's Backward Compatibility)."""
-        try:
-            if await self._pinged_legacy():
+        """`ping` (stdio), then `server/discover` unless the ping showed a legacy server, and
+        what their answers say (stdio's Backward Compatibility)."""
+        if getattr(self.transport, "era_probe", None) == "discover":
+            try:
+                answered = await self._answers_ping()
+            except McpError as error:
+                await self._restart_legacy(error, "ping")
                 return
-        except McpError as error:
-            await self._restart_legacy(error, "ping")
-            return
+            if answered:
+                try:
+                    await self._open_legacy(verdict=True)
+                except McpError as error:
+                    if not self._adopt_modern(error):
+                        raise
+                return
         message = jsonrpc.request(next(self._ids), _DISCOVER, {"_meta": self._meta})
         try:
             response = await self._await_probe(message)
@@ -874,11 +881,10 @@ class Client:
             f"client speaks {', '.join(SUPPORTED_PROTOCOL_VERSIONS)}",
         )
 
-    async def _pinged_legacy(self) -> bool:
+    async def _answers_ping(self) -> bool:
         """Ask `ping`, in the modern shape, before `server/discover`: True when the server
         answered it, which only a legacy server does (2026-07-28 has no ping, and a server of
-        both eras takes the request's `_meta` for the modern era's), and an initialize-based
-        session is then open.
+        both eras takes the request's `_meta` for the modern era's).
 
         A legacy server answers ping before `initialize` quietly, where every request it does
         not know, the probe among them, costs a long validation error on its stderr (mcp 1.x
@@ -890,14 +896,7 @@ class Client:
             silent.probe.cancel()
             await asyncio.gather(silent.probe, return_exceptions=True)
             return False
-        if "result" not in response:
-            return False
-        try:
-            await self._open_legacy(verdict=True)
-        except McpError as error:
-            if not self._adopt_modern(error):
-                raise
-        return True
+        return "result" in response
 
     async def _restart_legacy(self, error: McpError, method: str) -> None:
         """After the server died or wrote garbage in answer to `method` before `initialize`:
