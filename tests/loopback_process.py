@@ -54,14 +54,17 @@ def stop(process: subprocess.Popen[Any], timeout: float = GUARD) -> None:
 
 
 @contextlib.contextmanager
-def listening(command: list[str], port: int, **popen: Any) -> Iterator[subprocess.Popen[Any]]:
+def listening(
+    command: list[str], port: int, start_timeout: float = GUARD, **popen: Any
+) -> Iterator[subprocess.Popen[Any]]:
     """`command` (a server that will listen on `port`) in a child process, its output dropped
-    unless `popen` says otherwise, until it listens; stopped at the end."""
+    unless `popen` says otherwise, until it listens (within `start_timeout` seconds); stopped
+    at the end."""
     popen.setdefault("stdout", subprocess.DEVNULL)
     popen.setdefault("stderr", subprocess.DEVNULL)
     process = subprocess.Popen(command, **popen)
     try:
-        wait_listening(port, process)
+        wait_listening(port, process, start_timeout)
         yield process
     finally:
         stop(process)

@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -68,10 +69,21 @@ def run_peer_client(transport: str) -> tuple[str, str]:
         return run([*driver, "http", f"http://127.0.0.1:{port}/mcp"])
 
 
+@pytest.fixture(scope="module", autouse=True)
+def peer_client_runs() -> Iterator[dict[str, Future[tuple[str, str]]]]:
+    """The peer client's runs, started with the module: each mostly waits on process starts
+    and imports, so they go on while our client's cells run."""
+    pool = ThreadPoolExecutor(max_workers=len(TRANSPORTS), thread_name_prefix="tasks-cell")
+    yield {transport: pool.submit(run_peer_client, transport) for transport in TRANSPORTS}
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
 @pytest.mark.timeout(CELL_GUARD + 60)
 @pytest.mark.parametrize(("peer", "transport"), CELLS)
-async def test_peer_tasks_client_against_our_server(peer: str, transport: str) -> None:
-    out, err = await asyncio.to_thread(run_peer_client, transport)
+async def test_peer_tasks_client_against_our_server(
+    peer: str, transport: str, peer_client_runs: dict[str, Future[tuple[str, str]]]
+) -> None:
+    out, err = await asyncio.to_thread(peer_client_runs[transport].result, CELL_GUARD + 30)
     judge(Cell(peer, PEER_CLIENT, transport, MODERN), parse_checks(out), TASK_CHECKS, log=err)
 
 
@@ -164,7 +176,8 @@ async def test_our_client_against_peer_tasks_server(peer: str, transport: str) -
         await client.close()
     else:
         port = free_port()
-        with listening([*command, "http", str(port)], port, env=env):
+        # Slow to start on a loaded machine: FastMCP, its tasks backend and their imports.
+        with listening([*command, "http", str(port)], port, start_timeout=STEP * 3, env=env):
             client = Client.http(f"http://127.0.0.1:{port}/mcp", elicitation_handler=confirm)
             checks = await our_client_checks(client)
             await client.close()
