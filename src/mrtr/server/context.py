@@ -53,7 +53,6 @@ if TYPE_CHECKING:
     from .auth.token import AccessToken
     from .options import ServerOptions
     from .redemption import EarlyOutcome
-    from .request_state import StateBinding, VerifiedState
     from .session import LegacySession
 
 T = TypeVar("T")
@@ -206,40 +205,6 @@ class RequestContext(InjectedContext):
             self.meta = session_meta(session, params)
             asker = LiveAsker(self, session, notify, server.options.input_required.round_timeout)
             self.engine = Replay(state, method, asker)
-
-    # The names these had before the engine gave them a public face, kept for callers not yet
-    # moved to `engine`, `notify_sink` and `task_run`.
-    @property
-    def _notify(self) -> NotifySink | None:
-        return self.notify_sink
-
-    @_notify.setter
-    def _notify(self, sink: NotifySink | None) -> None:
-        self.notify_sink = sink
-
-    @property
-    def _state(self) -> RoundState:
-        return self.engine.state
-
-    @_state.setter
-    def _state(self, state: RoundState) -> None:
-        self.engine.state = state
-
-    @property
-    def _verified(self) -> tuple[StateBinding, VerifiedState] | None:
-        return self.engine.checked
-
-    @_verified.setter
-    def _verified(self, checked: tuple[StateBinding, VerifiedState] | None) -> None:
-        self.engine.checked = checked
-
-    @property
-    def _task_run(self) -> TaskStarter | None:
-        return self.task_run
-
-    @_task_run.setter
-    def _task_run(self, run: TaskStarter | None) -> None:
-        self.task_run = run
 
     # --- what the request says -----------------------------------------------------------
 
