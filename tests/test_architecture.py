@@ -121,15 +121,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 KNOWN_CYCLES: list[frozenset[str]] = []
 
 #: Imports that break the layer contract today: (importer, imported).
-KNOWN_BREAKS: frozenset[tuple[str, str]] = frozenset(
-    {
-        # The rounds read the request-state keys from the environment when the options name
-        # none (`MRTR_REQUEST_STATE_KEY`...).
-        ("mrtr.server._engine.rounds", "mrtr.settings"),
-        # The handler context gives its engine the legacy era's asker on a session.
-        ("mrtr.server.context", "mrtr.server.live"),
-    }
-)
+KNOWN_BREAKS: frozenset[tuple[str, str]] = frozenset()
 
 
 def _module_name(path: Path) -> str:

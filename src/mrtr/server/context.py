@@ -40,12 +40,11 @@ from ..protocol.types import (
     SamplingMessage,
     TextContent,
 )
-from ._engine.questions import Batch, Question, typed_elicit_converter
+from ._engine.questions import Asker, Batch, Capable, Question, typed_elicit_converter
 from ._engine.replay import Replay
 from ._engine.round_state import RoundState
 from .auth.principal import access_token_of
 from .injection import InjectedContext
-from .live import LiveAsker, session_meta
 from .once_journal import OnUncertain, idempotency_key
 from .worker_threads import check_on_loop, in_worker_thread, on_loop
 
@@ -148,6 +147,21 @@ def _schema_of(model: type[Any]) -> dict[str, Any]:
     return schema
 
 
+class SessionAsking(Protocol):
+    """How the requests of a legacy session read their `_meta` and ask their client: the
+    legacy era's (`mrtr.server.live.LIVE`), handed down so that the context stays below it."""
+
+    def meta(self, session: LegacySession, params: Mapping[str, Any]) -> dict[str, Any]:
+        """What a modern request would say in its `_meta`, from the session."""
+        ...
+
+    def asker(
+        self, ctx: Capable, session: LegacySession, send: NotifySink | None, timeout: float
+    ) -> Asker:
+        """The asker that puts the request's questions to the session's client now."""
+        ...
+
+
 class RequestContext(InjectedContext):
     """The request being handled: its metadata, the client's capabilities, and MRTR."""
 
@@ -177,7 +191,10 @@ class RequestContext(InjectedContext):
         state: RoundState | None = None,
         input_responses: dict[str, Any] | None = None,
         session: LegacySession | None = None,
+        live: SessionAsking | None = None,
     ) -> None:
+        """`live`: how a request of a legacy `session` reads its `_meta` and asks its client,
+        which the legacy era gives (`mrtr.server.live.LIVE`); needed with `session` only."""
         self.server = server
         self.request_id = request_id
         self.method = method
@@ -202,9 +219,11 @@ class RequestContext(InjectedContext):
             #: (`mrtr.server._engine`); a handler uses the methods below instead.
             self.engine = Replay(state, method)
         else:
-            self.meta = session_meta(session, params)
-            asker = LiveAsker(self, session, notify, server.options.input_required.round_timeout)
-            self.engine = Replay(state, method, asker)
+            if live is None:
+                raise ValueError("a request of a legacy session needs its era's live asking")
+            self.meta = live.meta(session, params)
+            timeout = server.options.input_required.round_timeout
+            self.engine = Replay(state, method, live.asker(self, session, notify, timeout))
 
     # --- what the request says -----------------------------------------------------------
 

@@ -173,3 +173,24 @@ async def _together(calls: list[Awaitable[T]]) -> list[T]:
             if not task.done():
                 task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class LiveAsking:
+    """The legacy era's `SessionAsking` for a request's context: `_meta` from the session, and
+    questions asked on it now."""
+
+    __slots__ = ()
+
+    def meta(self, session: LegacySession, params: Mapping[str, Any]) -> dict[str, Any]:
+        """`session_meta(session, params)`."""
+        return session_meta(session, params)
+
+    def asker(
+        self, ctx: Capable, session: LegacySession, send: Send | None, timeout: float
+    ) -> LiveAsker:
+        """A `LiveAsker` for the request."""
+        return LiveAsker(ctx, session, send, timeout)
+
+
+#: The one `LiveAsking` (it holds no state).
+LIVE = LiveAsking()

@@ -21,12 +21,13 @@ from typing import Any, TypeVar, Unpack, overload
 
 from ..protocol.tasks import EXTENSION_ID as TASKS_EXTENSION
 from ..protocol.types import Icon, Implementation
-from ..settings import http_options, server_options
+from ..settings import http_options, request_state_key, request_state_verify_keys, server_options
 from .context import NotifySink, RequestContext
 from .entry import Entry
 from .invocation import Invocation
 from .legacy import LegacyMethods
 from .lifespan import LifespanRunner
+from .live import LIVE
 from .middleware import Middleware, check_middleware
 from .modern import ModernMethods
 from .options import ServerOptions
@@ -92,7 +93,7 @@ class Server:
             options.broker, f"mrtr/changes/{name}", budgets=options.budgets
         )
         self._registry = registry = Registry(options, self._list_changed)
-        self._rounds = RoundKeeper(name, options)
+        self._rounds = RoundKeeper(name, options, request_state_key(), request_state_verify_keys())
         self._invocation = invocation = Invocation(name, registry, self._rounds, options)
         caps, info = self.capabilities, self.info
         self._modern = ModernMethods(
@@ -100,7 +101,7 @@ class Server:
             self.instructions,
         )  # fmt: skip
         legacy = LegacyMethods(registry, invocation, options, caps, info, self.instructions)
-        context = functools.partial(RequestContext, self)
+        context = functools.partial(RequestContext, self, live=LIVE)
         self._entry = Entry(self._modern, legacy, self._rounds, options, context)
         bound = functools.partial(lifespan, self) if lifespan is not None else None
         self._lifespan = LifespanRunner(name, bound)

@@ -22,14 +22,12 @@ import inspect
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...deadline import Deadline, current_task
 from ...inputs import InputRequiredResult
 from ...protocol.errors import INTERNAL_ERROR, McpError, invalid_params, invalid_request_state
-from ...settings import request_state_key as request_state_key_from_env
-from ...settings import request_state_verify_keys as request_state_verify_keys_from_env
 from ...stepping import resume
 from ..input_bounds import check_arguments, check_responses, state_too_large
 from ..redemption import EarlyOutcome, Redemptions
@@ -126,7 +124,15 @@ class RejectionLog:
 class RoundKeeper:
     """Seals and verifies request states for one server, and runs its rounds."""
 
-    def __init__(self, audience: str, options: ServerOptions) -> None:
+    def __init__(
+        self,
+        audience: str,
+        options: ServerOptions,
+        env_key: Sequence[str] | None = None,
+        env_verify_keys: Sequence[str] | None = None,
+    ) -> None:
+        """`env_key`, `env_verify_keys`: the deployment's keys from its environment (the
+        engine reads no environment itself), used when `options` configure no key."""
         self.audience = audience
         self.options = options
         self.rejections = RejectionLog()
@@ -134,10 +140,10 @@ class RoundKeeper:
         # every worker of one deployment verifies what another sealed.
         key = options.request_state_key
         if key is None:
-            key = request_state_key_from_env()
+            key = env_key
         verify_only = options.request_state_verify_keys
         if not verify_only and options.request_state_key is None:
-            verify_only = request_state_verify_keys_from_env() or ()
+            verify_only = env_verify_keys or ()
         if verify_only and key is None:
             raise ValueError(
                 "request_state_verify_keys needs a request_state_key to seal with (the key "
