@@ -7,7 +7,10 @@ render its value) come from the registry's entries, below the pipeline, never fr
 the request already passed through. The check: trace every Python call made while one request
 is served, and at each call look at the stack of `mrtr` modules (consecutive frames of one
 module counted once); none may appear twice. The handlers and middleware here are this test
-module's, not `mrtr`'s, and are left out.
+module's, not `mrtr`'s: the walk up the stack stops at them, since what a handler calls (its
+context's `elicit`, say) starts a descent of its own, from the handler down. A tool that asks
+is followed through both eras' way of asking: a second round that redeems the sealed state
+(2026-07-28), and a question put to a legacy session's client while the call waits.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 import pytest
 
 from mrtr import RequestContext, Server
-from mrtr_flows import call_tool, result_of
+from mrtr_flows import accept, call_tool, result_of
 from test_legacy_server import Peer, initialized, send
 
 
@@ -52,6 +55,11 @@ def _server(*, middleware: bool) -> Server:
     async def note() -> str:
         return "a note"
 
+    @server.tool()
+    async def confirm(ctx: RequestContext, amount: int) -> str:
+        answer = await ctx.elicit("Go on?", {"type": "object", "properties": {}})
+        return f"{answer.action} {amount}"
+
     if middleware:
 
         @server.middleware
@@ -62,10 +70,13 @@ def _server(*, middleware: bool) -> Server:
 
 
 def _stack(frame: FrameType | None) -> list[str]:
-    """The `mrtr` modules on the stack from `frame` down, outermost first, one per run."""
+    """The `mrtr` modules on the stack from `frame` up to this module's handlers (if one is
+    on it), outermost first, one per run."""
     modules: list[str] = []
     while frame is not None:
         name = frame.f_globals.get("__name__", "")
+        if name == __name__:
+            break
         if name.startswith("mrtr.") and (not modules or modules[-1] != name):
             modules.append(name)
         frame = frame.f_back
@@ -139,3 +150,39 @@ async def test_a_legacy_request_enters_each_module_once(
         return asyncio.wait_for(send(server, peer, method, params, id=3), 10)
 
     assert await _reentries(serve) == set()
+
+
+@pytest.mark.parametrize("middleware", [False, True])
+async def test_a_modern_tool_that_asks_enters_each_module_once_in_each_round(
+    middleware: bool,
+) -> None:
+    server = _server(middleware=middleware)
+    arguments = {"amount": 3}
+    result_of(await call_tool(server, "add", {"a": 1, "b": 2}))
+
+    async def serve() -> dict[str, Any]:
+        asked = result_of(await call_tool(server, "confirm", arguments))
+        (key,) = asked["inputRequests"]
+        return await call_tool(
+            server, "confirm", arguments, responses={key: accept()}, state=asked["requestState"]
+        )
+
+    # The store is the default one: the second round is redeemed (claimed, run, kept).
+    assert server.options.store is not None
+    assert await _reentries(serve) == set()
+
+
+@pytest.mark.parametrize("middleware", [False, True])
+async def test_a_legacy_tool_that_asks_live_enters_each_module_once(middleware: bool) -> None:
+    server = _server(middleware=middleware)
+    peer = Peer()
+    await initialized(server, peer)
+    await send(server, peer, "tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}}, id=2)
+    call = {"name": "confirm", "arguments": {"amount": 3}}
+
+    def serve() -> Awaitable[dict[str, Any]]:
+        return asyncio.wait_for(send(server, peer, "tools/call", call, id=3), 10)
+
+    assert await _reentries(serve) == set()
+    (asked,) = [m for m in peer.requests() if m["method"] == "elicitation/create"]
+    assert asked["params"]["message"] == "Go on?"

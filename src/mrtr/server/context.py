@@ -40,7 +40,8 @@ from ..protocol.types import (
     SamplingMessage,
     TextContent,
 )
-from ._engine.questions import Asker, Batch, Capable, Question, typed_elicit_converter
+from ._engine.capabilities import Capable
+from ._engine.questions import Asker, Batch, Question, typed_elicit_converter
 from ._engine.replay import Replay
 from ._engine.round_state import RoundState
 from .auth.principal import access_token_of

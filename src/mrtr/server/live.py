@@ -39,11 +39,10 @@ from ..protocol.errors import (
     invalid_params,
 )
 from ..protocol.types import CreateMessageResult, ElicitResult, ListRootsResult
-from ._engine.questions import Capable, require_capabilities
+from ._engine.capabilities import Capable, require_capabilities
 from ._engine.validation import describe_validation_error
 
 if TYPE_CHECKING:
-    from ._engine.questions import Question
     from .session import LegacySession
 
 #: Sends one JSON-RPC message on the stream of the request being handled.
@@ -98,15 +97,17 @@ class LiveAsker:
         self._send = send
         self._timeout = timeout
 
-    async def answer(self, question: Question[T]) -> T:
-        """Ask `question` and return its answer as the handler expects it."""
-        _, model = await self._ask(question.key, question.method, question.params)
-        return question.convert(model)
+    async def ask(self, key: str, method: str, params: dict[str, Any]) -> pydantic.BaseModel:
+        """Ask one question now; the client's answer, validated."""
+        _, model = await self._ask(key, method, params)
+        return model
 
-    async def answer_all(self, questions: dict[str, Question[Any]]) -> dict[str, Any]:
-        """Ask several questions at once (rule 4); `{key: answer}`."""
-        self._require({key: (q.method, q.params) for key, q in questions.items()})
-        values = await _together([self.answer(q) for q in questions.values()])
+    async def ask_all(
+        self, questions: Mapping[str, tuple[str, dict[str, Any]]]
+    ) -> dict[str, pydantic.BaseModel]:
+        """Ask several questions at once (rule 4); `{key: validated answer}`."""
+        self._require(dict(questions))
+        values = await _together([self.ask(key, *question) for key, question in questions.items()])
         return dict(zip(questions, values, strict=True))
 
     async def answer_requests(self, requests: Mapping[str, InputRequest]) -> dict[str, Any]:

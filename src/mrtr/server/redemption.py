@@ -70,6 +70,7 @@ from __future__ import annotations
 import asyncio
 import binascii
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import logging
@@ -216,6 +217,19 @@ class EarlyOutcome:
             await self._keep(outcome)
 
 
+@dataclasses.dataclass(slots=True, frozen=True)
+class Claim:
+    """This request's hold on a round it runs (`Redemptions.claim`): what ending it needs."""
+
+    key: str
+    digest: bytes
+    kept_for: float
+    running: bytes
+    token: str
+    binding: StateBinding
+    early: EarlyOutcome | None
+
+
 class Redemptions:
     """Records each redemption of a sealed state in `store`, so a round runs at most once."""
 
@@ -262,17 +276,17 @@ class Redemptions:
         """Where the round `verified` opens records its `ctx.once` runs (rule 1)."""
         return OnceJournal(self.store, verified.flow_id, self._outcome_ttl(verified), PROCESS_ID)
 
-    async def redeem(
+    async def claim(
         self,
         binding: StateBinding,
         verified: VerifiedState,
         responses: Any,
-        run: Callable[[], Awaitable[dict[str, Any]]],
         early: EarlyOutcome | None = None,
-    ) -> dict[str, Any]:
-        """`run()`'s result the first time this round of this flow is redeemed, and the same
-        outcome (result or error) on every later redemption (see the module docstring); `early`
-        lets the run settle that outcome before it ends (rule 5)."""
+    ) -> Claim | dict[str, Any]:
+        """Claim the round `verified` opens for this request to run: a `Claim` the first time
+        (the caller runs the round once, then calls `ran` or `failed` with the claim), or the
+        first run's outcome, which a repeat returns (see the module docstring). `early` lets
+        the run settle that outcome before it ends (rule 5)."""
         store = self.store
         key = f"mrtr/round/{verified.flow_id}/{verified.round}"
         digest = _answers_digest(responses)
@@ -285,7 +299,7 @@ class Redemptions:
         try:
             claimed = await store.add(key, running, running_for)
             if claimed:
-                # The first redemption, every flow's case: the round is claimed and runs below.
+                # The first redemption, every flow's case: the round is claimed and runs.
                 beat = self._beat
                 if beat is None or beat.done():
                     await self._beating()
@@ -299,43 +313,47 @@ class Redemptions:
             # whatever the store made of it, this process does not hold it (rule 6).
             _HELD.pop(token, None)
             raise
-        # This request runs the round (written out here rather than in a coroutine of its
-        # own: every redemption comes this way).
+        claim = Claim(key, digest, kept_for, running, token, binding, early)
         if early is not None:
 
             async def settle(outcome: dict[str, Any]) -> None:
                 await self._keep(key, _RESULT, digest, outcome, kept_for, binding, token)
 
             early.keep_with(settle)
+        return claim
+
+    async def ran(self, claim: Claim, result: dict[str, Any]) -> None:
+        """The claimed round's run returned `result`: kept for its repeats."""
+        early = claim.early
+        if early is None or not early.settled:
+            await self._keep(
+                claim.key, _RESULT, claim.digest, result, claim.kept_for, claim.binding, claim.token
+            )
+
+    async def failed(self, claim: Claim, exc: BaseException) -> None:
+        """The claimed round's run raised `exc` (the caller raises it on): a cancellation
+        releases the round (rule 1), a store refusal too (rule 8); any other error is kept for
+        its repeats, a handler's own as the generic error the dispatcher answers."""
+        early = claim.early
+        if early is not None and early.settled:
+            return  # rule 5: the round's outcome is already recorded
+        key, binding, token = claim.key, claim.binding, claim.token
         # A process that dies leaves "running" for a duplicate to take over; a cancellation
         # releases it (rule 1): what must not run twice is in the `once` journal.
-        try:
-            result = await run()
-        except asyncio.CancelledError:
-            if early is None or not early.settled:
-                await self._release_cancelled(key, running, binding, token)
-            raise
-        except McpError as exc:
-            if early is not None and early.settled:
-                raise  # rule 5: the round's outcome is already recorded
+        if isinstance(exc, asyncio.CancelledError):
+            await self._release_cancelled(key, claim.running, binding, token)
+        elif isinstance(exc, McpError):
             if exc.code in _REFUSALS or is_store_refusal(exc):
-                await self._release(key, binding, token)  # rule 8 for the store's refusals
+                await self._release(key, binding, token)
             else:
-                await self._keep(key, _ERROR, digest, exc.to_error(), kept_for, binding, token)
-            raise
-        except Exception:
-            if early is not None and early.settled:
-                raise
-            # The dispatcher logs it and answers this generic error; a replay gets it too.
+                error = exc.to_error()
+                await self._keep(key, _ERROR, claim.digest, error, claim.kept_for, binding, token)
+        elif isinstance(exc, Exception):
             error = {
                 "code": INTERNAL_ERROR,
                 "message": f"Internal error while handling {binding.method}",
             }
-            await self._keep(key, _ERROR, digest, error, kept_for, binding, token)
-            raise
-        if early is None or not early.settled:
-            await self._keep(key, _RESULT, digest, result, kept_for, binding, token)
-        return result
+            await self._keep(key, _ERROR, claim.digest, error, claim.kept_for, binding, token)
 
     async def _again(
         self,

@@ -6,6 +6,7 @@ documentation import from here.
 
 from __future__ import annotations
 
+from ._engine.capabilities import Asked
 from ._engine.outcome import (
     STOPPED,
     Failure,
@@ -19,7 +20,6 @@ from ._engine.outcome import (
 from ._engine.questions import (
     KEY_PREFIX,
     MISSING,
-    Asked,
     Asker,
     Batch,
     Question,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._engine.questions import AskedQuestions, require_capabilities
+from ._engine.capabilities import AskedQuestions, require_capabilities
 from ._engine.rounds import (
     Invoke,
     Questions,

@@ -19,12 +19,11 @@ import pydantic
 
 from ...inputs import (
     ELICITATION_CREATE,
-    INPUT_METHODS,
     ROOTS_LIST,
     SAMPLING_CREATE_MESSAGE,
     InputRequest,
 )
-from ...protocol.errors import INTERNAL_ERROR, McpError, invalid_params, missing_client_capability
+from ...protocol.errors import McpError, invalid_params
 from ...protocol.types import CreateMessageResult, ElicitResult, ListRootsResult
 from .validation import describe_validation_error
 
@@ -178,7 +177,8 @@ class Question(Stepped[T]):
         asker = engine.asker
         if asker is not None:  # rule 10: answered live
             engine.claim(self)
-            return (yield from asker.answer(self).__await__())
+            answer = yield from asker.ask(self.key, self.method, self.params).__await__()
+            return self._convert(self.key, answer)
         value = engine.take(self)
         if engine.tick():
             yield  # rule 2: let the loop turn (and a deadline fire) now and then
@@ -186,13 +186,18 @@ class Question(Stepped[T]):
 
 
 class Asker(Protocol):
-    """Answers questions other than by replay (rule 10): the live asker of a legacy session."""
+    """Answers questions other than by replay (rule 10): the live asker of a legacy session.
 
-    async def answer(self, question: Question[T]) -> T:
-        """Ask `question` now and return its answer, converted as the handler expects."""
+    It hands back validated answers; the question converts its own, so that asking never
+    calls back into the question being awaited."""
 
-    async def answer_all(self, questions: dict[str, Question[Any]]) -> dict[str, Any]:
-        """Ask several questions at once; `{key: answer}`."""
+    async def ask(self, key: str, method: str, params: dict[str, Any]) -> pydantic.BaseModel:
+        """Ask one question now; the client's answer, validated."""
+
+    async def ask_all(
+        self, questions: Mapping[str, tuple[str, dict[str, Any]]]
+    ) -> dict[str, pydantic.BaseModel]:
+        """Ask several questions at once; `{key: validated answer}`."""
 
     async def answer_requests(self, requests: dict[str, InputRequest]) -> dict[str, Any]:
         """Ask a manual-style handler's input requests; `{key: result}` as the client sent it."""
@@ -216,7 +221,9 @@ class Batch(Stepped[dict[str, Any]]):
         if asker is not None:  # rule 10: answered live, all at once
             for question in self.questions.values():
                 engine.claim(question)
-            return (yield from asker.answer_all(self.questions).__await__())
+            asked = {key: (q.method, q.params) for key, q in self.questions.items()}
+            answers = yield from asker.ask_all(asked).__await__()
+            return {key: q.convert(answers[key]) for key, q in self.questions.items()}
         values = {key: engine.take(q, stop=False) for key, q in self.questions.items()}
         if any(v is MISSING for v in values.values()):
             engine.stop_here()
@@ -258,10 +265,6 @@ class QuestionEngine(Protocol):
 
     def tick(self) -> bool:
         """Count one thing taken without suspending; True when the loop should turn."""
-
-
-#: `(method, params, digest)` of a question going out.
-Asked = tuple[str, dict[str, Any], str]
 
 
 def _elicit_result(key: str, value: Any) -> Any:
@@ -306,38 +309,3 @@ def typed_elicit_converter(model: type[T]) -> Callable[[str, Any], Any]:
         return typed(action=result.action, content=content)
 
     return convert
-
-
-# --- what may be asked ----------------------------------------------------------------------
-
-#: Questions by key, as `(method, params)` or as `(method, params, digest)` (`Asked`).
-AskedQuestions = Mapping[str, tuple[str, dict[str, Any]] | Asked]
-
-
-class Capable(Protocol):
-    """The request as the capability check sees it (`RequestContext` is one)."""
-
-    method: str
-
-    def client_supports(self, method: str, *, url_mode: bool = False) -> bool:
-        """Whether the client declared the capability an input request of `method` needs."""
-
-
-def require_capabilities(ctx: Capable, questions: AskedQuestions) -> None:
-    """Never ask what the client did not declare it can answer: -32021 instead."""
-    missing: dict[str, Any] = {}
-    for key, question in questions.items():
-        method = question[0]
-        params = question[1]
-        if method not in INPUT_METHODS:
-            logger.error("handler asked %r with unsupported method %r", key, method)
-            raise McpError(INTERNAL_ERROR, f"Internal error while handling {ctx.method}")
-        url_mode = params.get("mode") == "url"
-        if not ctx.client_supports(method, url_mode=url_mode):
-            needed = missing.setdefault(method.split("/")[0], {})
-            if method == "elicitation/create":
-                needed["url" if url_mode else "form"] = {}
-    if missing.get("elicitation") == {"form": {}}:
-        missing["elicitation"] = {}  # form alone is spelled `{}`, as in the spec's example
-    if missing:
-        raise missing_client_capability(missing)

@@ -20,7 +20,7 @@ R1. A sealed `requestState` is verified before any middleware or handler code ru
 R2. Client input that could not be carried into a sealed state (too deep, too many or too big
     answers) is refused with -32602 when the round is made, before any handler code runs.
 R3. A redeemed round (a state with a flow id, and a store) runs its handler at most once:
-    `Redemptions.redeem` wraps exactly one run, and a repeat of the round gets its outcome.
+    `Redemptions.claim` admits exactly one run, and a repeat of the round gets its outcome.
 R4. A run ends in one of three ways (rule 4): a value, `STOPPED` (its questions go out in one
     sealed `InputRequiredResult`) or a `Failure`. `InputPending` is a `BaseException` and never
     leaves the engine; nothing comes out of a round but its result, an `McpError` or the
@@ -122,6 +122,7 @@ from ...deadline import current_task
 from ..once_codec import codec_for
 from ..once_journal import OnceJournal, OnUncertain
 from ..worker_threads import check_on_loop
+from .capabilities import Asked
 from .once import OnceCalls, restore_once
 from .outcome import (
     STOPPED,
@@ -135,7 +136,6 @@ from .outcome import (
 from .questions import (
     KEY_PREFIX,
     MISSING,
-    Asked,
     Asker,
     Question,
     asked_again,

@@ -30,7 +30,7 @@ from ...inputs import InputRequiredResult
 from ...protocol.errors import INTERNAL_ERROR, McpError, invalid_params, invalid_request_state
 from ...stepping import resume
 from ..input_bounds import check_arguments, check_responses, state_too_large
-from ..redemption import EarlyOutcome, Redemptions
+from ..redemption import Claim, EarlyOutcome, Redemptions
 from ..request_state import (
     InvalidRequestState,
     RequestStateKeyRing,
@@ -41,15 +41,9 @@ from ..request_state import (
     verify_request_state,
 )
 from ..tool_error import failure_text
+from .capabilities import Asked, AskedQuestions, Capable, require_capabilities
 from .outcome import STOPPED, Failure
-from .questions import (
-    Asked,
-    AskedQuestions,
-    Asker,
-    Capable,
-    question_digest,
-    require_capabilities,
-)
+from .questions import Asker, question_digest
 from .replay import Replay
 from .round_state import RoundState
 
@@ -433,13 +427,18 @@ class Round:
             # A sealed state is redeemed once: a repeat gets the first outcome (redemption.py);
             # a second attempt (cancelled, taken over) finds its `once` runs in the journal.
             engine.journal = redemptions.journal(verified)
-            return await redemptions.redeem(
-                self.binding,
-                verified,
-                responses,
-                lambda: self._execute(invoke, render, what),
-                self._early_outcome(),
+            claim = await redemptions.claim(
+                self.binding, verified, responses, self._early_outcome()
             )
+            if not isinstance(claim, Claim):
+                return claim  # a repeat: the first run's outcome
+            try:
+                result = await self._execute(invoke, render, what)
+            except BaseException as exc:
+                await redemptions.failed(claim, exc)
+                raise
+            await redemptions.ran(claim, result)
+            return result
         return await self._execute(invoke, render, what)
 
     def _early_outcome(self) -> EarlyOutcome | None:

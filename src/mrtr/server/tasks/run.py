@@ -35,15 +35,16 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pydantic
 
 from ...protocol import tasks as wire
 from ...protocol.errors import INTERNAL_ERROR, McpError
+from .._engine.capabilities import require_capabilities
 from .._engine.outcome import STOPPED, Failure
-from .._engine.questions import Question, require_capabilities, validate_answer
+from .._engine.questions import validate_answer
 from .._engine.rounds import Invoke, Round
 from ..redemption import EarlyOutcome
 from ..store import MemoryStore, is_store_refusal
@@ -139,15 +140,16 @@ class TaskAsker:
     def __init__(self, run: TaskRun) -> None:
         self._run = run
 
-    async def answer(self, question: Question[T]) -> T:
-        """Ask `question` through the task and return its answer."""
-        got = await self._run.ask({question.key: (question.method, question.params)})
-        return question.convert(got[question.key])
+    async def ask(self, key: str, method: str, params: dict[str, Any]) -> pydantic.BaseModel:
+        """Ask one question through the task; its answer, validated."""
+        got = await self._run.ask({key: (method, params)})
+        return got[key]
 
-    async def answer_all(self, questions: dict[str, Question[Any]]) -> dict[str, Any]:
-        """Ask several questions at once; `{key: answer}`."""
-        got = await self._run.ask({k: (q.method, q.params) for k, q in questions.items()})
-        return {key: q.convert(got[key]) for key, q in questions.items()}
+    async def ask_all(
+        self, questions: Mapping[str, tuple[str, dict[str, Any]]]
+    ) -> dict[str, pydantic.BaseModel]:
+        """Ask several questions at once; `{key: validated answer}`."""
+        return await self._run.ask(dict(questions))
 
     async def answer_requests(self, requests: dict[str, InputRequest]) -> dict[str, Any]:
         """Ask input requests; `{key: result}` as wire JSON."""
@@ -248,7 +250,9 @@ class TaskRun:
 
     # --- while it runs ---------------------------------------------------------------------
 
-    async def ask(self, questions: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    async def ask(
+        self, questions: dict[str, tuple[str, dict[str, Any]]]
+    ) -> dict[str, pydantic.BaseModel]:
         """Put `questions` on the task and wait for their answers (validated models)."""
         require_capabilities(self.ctx, questions)
         record = self.record
