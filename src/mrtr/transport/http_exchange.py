@@ -52,6 +52,7 @@ class Exchange:
         self.keepalive: asyncio.Task[None] | None = None
 
     def watch(self) -> None:
+        """Cancel `task` if the client goes away from now on (the handler waits)."""
         if not self.done:
             self.watcher = asyncio.ensure_future(self._wait_for_disconnect())
 
@@ -109,6 +110,7 @@ class Exchange:
             self.keepalive.cancel()
 
     async def respond(self, response: dict[str, Any]) -> None:
+        """Send the handler's `response`: the stream's last event, or the JSON answer."""
         body = orjson.dumps(response)
         if self.streaming:
             assert self.lock is not None
