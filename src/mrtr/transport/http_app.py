@@ -32,10 +32,10 @@ The handler's `transport_info` is the request's ASGI scope (headers, client addr
 resource-server check (`server/auth/guard.py`: Protected Resource Metadata, 401/403), and the
 verified token rides in the scope.
 
-`serve_http` runs the app under uvicorn with the connection limits of `http_limits.py`
-(timeouts for headers, body and idle keep-alive; bounds on connections and header bytes).
-Under uvicorn's own worker processes, `worker_app` builds each worker's app and
-`worker_protocol` (uvicorn's `http=`) gives its connections the same limits.
+`serve_http` (`http_serve.py`) runs the app under uvicorn with the connection limits of
+`http_limits.py` (timeouts for headers, body and idle keep-alive; bounds on connections and
+header bytes). Under uvicorn's own worker processes, `worker_app` builds each worker's app
+and `worker_protocol` (uvicorn's `http=`) gives its connections the same limits.
 """
 
 from __future__ import annotations
