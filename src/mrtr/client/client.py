@@ -809,7 +809,21 @@ class Client:
             await self._probe()
 
     async def _probe(self) -> None:
-        """`server/discover`, and what its answer says (stdio's Backward Compatibility)."""
+        """`ping` (stdio), then `server/discover` unless the ping showed a legacy server, and
+        what their answers say (stdio's Backward Compatibility)."""
+        if getattr(self.transport, "era_probe", None) == "discover":
+            try:
+                answered = await self._answers_ping()
+            except McpError as error:
+                await self._restart_legacy(error, "ping")
+                return
+            if answered:
+                try:
+                    await self._open_legacy(verdict=True)
+                except McpError as error:
+                    if not self._adopt_modern(error):
+                        raise
+                return
         message = jsonrpc.request(next(self._ids), _DISCOVER, {"_meta": self._meta})
         try:
             response = await self._await_probe(message)
@@ -841,14 +855,7 @@ class Client:
                 await asyncio.gather(silent.probe, return_exceptions=True)
             return
         except McpError as error:
-            restart = getattr(self.transport, "restart", None)
-            if error.code not in (CONNECTION_CLOSED, PROTOCOL_VIOLATION) or restart is None:
-                raise
-            # It died or wrote garbage on the probe: a legacy server, started afresh.
-            logger.info("the server failed the server/discover probe (%s); restarting it for "
-                        "an initialize-based session", error.message)  # fmt: skip
-            await restart()
-            await self._open_legacy()
+            await self._restart_legacy(error, _DISCOVER)
             return
         error_member = response.get("error")
         if error_member is not None:
@@ -874,6 +881,35 @@ class Client:
             f"the server speaks protocol versions {', '.join(map(str, supported))[:200]}; this "
             f"client speaks {', '.join(SUPPORTED_PROTOCOL_VERSIONS)}",
         )
+
+    async def _answers_ping(self) -> bool:
+        """Ask `ping`, in the modern shape, before `server/discover`: True when the server
+        answered it, which only a legacy server does (2026-07-28 has no ping, and a server of
+        both eras takes the request's `_meta` for the modern era's).
+
+        A legacy server answers ping before `initialize` quietly, where every request it does
+        not know, the probe among them, costs a long validation error on its stderr (mcp 1.x
+        logs one per unknown request). Any refusal or silence leaves the era to the probe."""
+        message = jsonrpc.request(next(self._ids), "ping", {"_meta": self._meta})
+        try:
+            response = await self._await_probe(message)
+        except _ProbeTimeout as silent:
+            silent.probe.cancel()
+            await asyncio.gather(silent.probe, return_exceptions=True)
+            return False
+        return "result" in response
+
+    async def _restart_legacy(self, error: McpError, method: str) -> None:
+        """After the server died or wrote garbage in answer to `method` before `initialize`:
+        a legacy server, started afresh and spoken to in an initialize-based session. Any
+        other failure is raised."""
+        restart = getattr(self.transport, "restart", None)
+        if error.code not in (CONNECTION_CLOSED, PROTOCOL_VIOLATION) or restart is None:
+            raise error
+        logger.info("the server failed the %s probe (%s); restarting it for an "
+                    "initialize-based session", method, error.message)  # fmt: skip
+        await restart()
+        await self._open_legacy()
 
     async def _await_probe(self, message: dict[str, Any]) -> dict[str, Any]:
         """The probe's response; `_ProbeTimeout` past `probe_timeout`, and
