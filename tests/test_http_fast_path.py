@@ -202,10 +202,10 @@ async def test_header_values_are_checked_the_same_when_remembered(app: Streamabl
     status, _, body = await post(app, call("add", {"a": 1, "b": 1}), {"mcp-name": long_name})
     assert status == 400
     # Long values are never remembered, and at most a bounded number of short ones are.
-    assert all(len(key) <= 512 for key in app._name_cache)
+    assert all(len(key) <= 512 for key in app.checks.name_cache)
     for n in range(600):
         await post(app, call("add", {"a": 1, "b": 1}), {"mcp-name": f"tool{n}"})
-    assert len(app._name_cache) <= 256
+    assert len(app.checks.name_cache) <= 256
 
 
 async def test_the_host_allowlist_answers_the_same_when_remembered() -> None:

@@ -53,7 +53,8 @@ from mrtr.transport.headers import (
     header_params,
 )
 from mrtr.transport.http_client import HTTPTransport
-from mrtr.transport.http_server import StreamableHTTPApp, _Uvicorn
+from mrtr.transport.http_serve import UvicornServer
+from mrtr.transport.http_server import StreamableHTTPApp
 from mrtr.transport.sse import SSEDecoder, SSEEvent, encode_event
 from transport_flow import Handlers, LoopbackUvicorn, add_flow, serve
 
@@ -1208,7 +1209,7 @@ async def test_server_ends_listen_streams_gracefully() -> None:
 async def test_shutdown_ends_listen_streams_before_draining_connections() -> None:
     server = subscription_server()
     config = uvicorn.Config(server.asgi_app(), host="127.0.0.1", port=0, log_level="warning")
-    runner = _Uvicorn(config, server)
+    runner = UvicornServer(config, server)
     serving = asyncio.create_task(runner.serve())
     await eventually(lambda: runner.started, "uvicorn to start")
     port = runner.servers[0].sockets[0].getsockname()[1]

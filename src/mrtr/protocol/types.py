@@ -8,10 +8,31 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
+
+from .elicitation import (
+    BooleanSchema,
+    ElicitAction,
+    ElicitRequestFormParams,
+    ElicitRequestParams,
+    ElicitRequestURLParams,
+    ElicitResult,
+    ElicitResultTyped,
+    EnumOption,
+    LegacyTitledEnumSchema,
+    NumberSchema,
+    PrimitiveSchemaDefinition,
+    StringSchema,
+    TitledEnumItems,
+    TitledMultiSelectEnumSchema,
+    TitledSingleSelectEnumSchema,
+    UntitledEnumItems,
+    UntitledMultiSelectEnumSchema,
+    UntitledSingleSelectEnumSchema,
+)
+from .model import McpModel, Meta
 
 Role = Literal["user", "assistant"]
 LoggingLevel = Literal[
@@ -19,25 +40,6 @@ LoggingLevel = Literal[
 ]
 CacheScope = Literal["public", "private"]
 ProgressToken = str | int
-
-
-class McpModel(BaseModel):
-    """Base of every protocol type: camelCase aliases, extra fields kept."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        validate_by_name=True,
-        validate_by_alias=True,
-        serialize_by_alias=True,
-        extra="allow",
-    )
-
-    def to_wire(self) -> dict[str, Any]:
-        """The JSON object for this value, as sent on the wire."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-Meta = Annotated[dict[str, Any] | None, Field(alias="_meta")]
 
 
 class Icon(McpModel):
@@ -419,181 +421,7 @@ class SubscriptionsListenResult(Result):
     pass
 
 
-# --- elicitation form fields (the properties of `requestedSchema`) -----------------------
-
-
-class StringSchema(McpModel):
-    """A text field."""
-
-    type: Literal["string"] = "string"
-    title: str | None = None
-    description: str | None = None
-    min_length: int | None = None
-    max_length: int | None = None
-    format: Literal["date", "date-time", "email", "uri"] | None = None
-    default: str | None = None
-
-
-class NumberSchema(McpModel):
-    """A number (or integer) field."""
-
-    type: Literal["number", "integer"] = "number"
-    title: str | None = None
-    description: str | None = None
-    minimum: int | float | None = None
-    maximum: int | float | None = None
-    default: int | float | None = None
-
-
-class BooleanSchema(McpModel):
-    """A yes/no field."""
-
-    type: Literal["boolean"] = "boolean"
-    title: str | None = None
-    description: str | None = None
-    default: bool | None = None
-
-
-class EnumOption(McpModel):
-    """One choice of a titled enum: the value sent back and the label shown."""
-
-    const: str
-    title: str
-
-
-class UntitledSingleSelectEnumSchema(McpModel):
-    """Pick one of `enum`."""
-
-    type: Literal["string"] = "string"
-    enum: list[str]
-    title: str | None = None
-    description: str | None = None
-    default: str | None = None
-
-
-class TitledSingleSelectEnumSchema(McpModel):
-    """Pick one of `one_of`, each shown by its title."""
-
-    type: Literal["string"] = "string"
-    one_of: list[EnumOption]
-    title: str | None = None
-    description: str | None = None
-    default: str | None = None
-
-
-class UntitledEnumItems(McpModel):
-    type: Literal["string"] = "string"
-    enum: list[str]
-
-
-class TitledEnumItems(McpModel):
-    any_of: list[EnumOption]
-
-
-class UntitledMultiSelectEnumSchema(McpModel):
-    """Pick several of `items.enum`."""
-
-    type: Literal["array"] = "array"
-    items: UntitledEnumItems
-    title: str | None = None
-    description: str | None = None
-    min_items: int | None = None
-    max_items: int | None = None
-    default: list[str] | None = None
-
-
-class TitledMultiSelectEnumSchema(McpModel):
-    """Pick several of `items.any_of`, each shown by its title."""
-
-    type: Literal["array"] = "array"
-    items: TitledEnumItems
-    title: str | None = None
-    description: str | None = None
-    min_items: int | None = None
-    max_items: int | None = None
-    default: list[str] | None = None
-
-
-class LegacyTitledEnumSchema(McpModel):
-    """Deprecated form of a titled single select (`enum` with parallel `enum_names`)."""
-
-    type: Literal["string"] = "string"
-    enum: list[str]
-    enum_names: list[str] | None = None
-    title: str | None = None
-    description: str | None = None
-    default: str | None = None
-
-
-PrimitiveSchemaDefinition = (
-    StringSchema
-    | NumberSchema
-    | BooleanSchema
-    | UntitledSingleSelectEnumSchema
-    | TitledSingleSelectEnumSchema
-    | UntitledMultiSelectEnumSchema
-    | TitledMultiSelectEnumSchema
-    | LegacyTitledEnumSchema
-)
-
-
-# --- client-side requests carried by MRTR ------------------------------------------------
-
-
-class ElicitRequestParams(McpModel):
-    """`elicitation/create` params: form mode (`requested_schema`) or URL mode (`url`)."""
-
-    message: str
-    mode: Literal["form", "url"] | None = None
-    requested_schema: dict[str, Any] | None = None
-    url: str | None = None
-    meta: Meta = None
-
-    @property
-    def is_url_mode(self) -> bool:
-        """True for URL mode; a missing mode means form mode."""
-        return self.mode == "url"
-
-
-class ElicitRequestFormParams(ElicitRequestParams):
-    """Form mode params, for code that wants the spec's narrower name."""
-
-    requested_schema: dict[str, Any]
-
-
-class ElicitRequestURLParams(ElicitRequestParams):
-    """URL mode params, for code that wants the spec's narrower name."""
-
-    mode: Literal["form", "url"] | None = "url"
-    url: str
-
-
-ElicitAction = Literal["accept", "decline", "cancel"]
-
-
-class ElicitResult(McpModel):
-    """The user's answer: `accept` (with `content` in form mode), `decline` or `cancel`."""
-
-    action: ElicitAction
-    content: dict[str, Any] | None = None
-
-    def is_accepted(self) -> bool:
-        """True when the user accepted."""
-        return self.action == "accept"
-
-
-T = TypeVar("T")
-
-
-class ElicitResultTyped(BaseModel, Generic[T]):
-    """An elicitation answer whose content is validated into the caller's type `T`."""
-
-    action: ElicitAction
-    content: T | None = None
-
-    def is_accepted(self) -> bool:
-        """True when the user accepted."""
-        return self.action == "accept"
+# --- client-side requests carried by MRTR (elicitation's are in `elicitation.py`) ---------
 
 
 class ModelHint(McpModel):
@@ -822,3 +650,98 @@ NOTIFICATION_PARAMS: dict[str, type[McpModel]] = {
     "notifications/resources/updated": ResourceUpdatedNotificationParams,
     "notifications/subscriptions/acknowledged": SubscriptionsAcknowledgedNotificationParams,
 }
+
+# The models of `model.py` and `elicitation.py` are part of this module's names too.
+__all__ = [
+    "INPUT_REQUEST_PARAMS",
+    "NOTIFICATION_PARAMS",
+    "REQUEST_PARAMS",
+    "RESULTS",
+    "Annotations",
+    "AudioContent",
+    "BlobResourceContents",
+    "BooleanSchema",
+    "CacheScope",
+    "CacheableResult",
+    "CallToolRequestParams",
+    "CallToolResult",
+    "CancelledNotificationParams",
+    "ClientCapabilities",
+    "CompleteRequestParams",
+    "CompleteResult",
+    "Completion",
+    "CompletionArgument",
+    "ContentBlock",
+    "CreateMessageRequestParams",
+    "CreateMessageResult",
+    "DiscoverResult",
+    "ElicitAction",
+    "ElicitRequestFormParams",
+    "ElicitRequestParams",
+    "ElicitRequestURLParams",
+    "ElicitResult",
+    "ElicitResultTyped",
+    "EmbeddedResource",
+    "EnumOption",
+    "GetPromptRequestParams",
+    "GetPromptResult",
+    "Icon",
+    "ImageContent",
+    "Implementation",
+    "LegacyTitledEnumSchema",
+    "ListPromptsResult",
+    "ListResourceTemplatesResult",
+    "ListResourcesResult",
+    "ListRootsRequestParams",
+    "ListRootsResult",
+    "ListToolsResult",
+    "LoggingLevel",
+    "LoggingMessageNotificationParams",
+    "McpModel",
+    "Meta",
+    "ModelHint",
+    "ModelPreferences",
+    "NotificationParams",
+    "NumberSchema",
+    "PaginatedRequestParams",
+    "PrimitiveSchemaDefinition",
+    "ProgressNotificationParams",
+    "ProgressToken",
+    "Prompt",
+    "PromptArgument",
+    "PromptMessage",
+    "PromptReference",
+    "ReadResourceRequestParams",
+    "ReadResourceResult",
+    "RequestParams",
+    "Resource",
+    "ResourceContents",
+    "ResourceLink",
+    "ResourceTemplate",
+    "ResourceTemplateReference",
+    "ResourceUpdatedNotificationParams",
+    "Result",
+    "Role",
+    "Root",
+    "SamplingContent",
+    "SamplingMessage",
+    "ServerCapabilities",
+    "StringSchema",
+    "SubscriptionFilter",
+    "SubscriptionsAcknowledgedNotificationParams",
+    "SubscriptionsListenRequestParams",
+    "SubscriptionsListenResult",
+    "TextContent",
+    "TextResourceContents",
+    "TitledEnumItems",
+    "TitledMultiSelectEnumSchema",
+    "TitledSingleSelectEnumSchema",
+    "Tool",
+    "ToolAnnotations",
+    "ToolChoice",
+    "ToolResultContent",
+    "ToolUseContent",
+    "UntitledEnumItems",
+    "UntitledMultiSelectEnumSchema",
+    "UntitledSingleSelectEnumSchema",
+]

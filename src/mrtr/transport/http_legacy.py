@@ -73,10 +73,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import functools
 import logging
-import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -86,14 +84,25 @@ import orjson
 
 from ..protocol import jsonrpc
 from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, McpError
-from ..server.session import (
-    LegacySession,
-    MemorySessionStore,
-    SessionRecords,
-    session_digest,
-    valid_record,
-)
+from ..server.session import LegacySession, SessionRecords, session_digest
 from ..stepping import start_task
+from .http_legacy_channel import (
+    TAKEN_ELSEWHERE,
+    ChannelStore,
+    SessionChannel,
+    cancel_request,
+    close_sse_stream,
+    current_stream,
+    forget_request,
+)
+from .http_legacy_shared import (
+    ANSWER_LOOK_FIRST,
+    ANSWER_LOOK_MOST,
+    KEPT_ANSWER_TTL,
+    KEPT_STREAM_TTL,
+    MAX_KEPT_RESPONSE,
+    SharedSessions,
+)
 from .http_responses import (
     NOT_RUN,
     SSE_HEADERS,
@@ -106,19 +115,11 @@ from .http_responses import (
     send_json,
     status_of,
 )
-from .sse import KEEPALIVE, encode_event_with_id
-from .sse_events import (
-    STANDALONE,
-    EventLog,
-    EventStream,
-    ReplayGap,
-    decode_snapshot,
-    parse_event_id,
-)
+from .sse import KEEPALIVE
+from .sse_events import STANDALONE, EventStream, ReplayGap, parse_event_id
 
 if TYPE_CHECKING:
     from ..server.endpoint import ServerEndpoint
-    from ..server.store import Broker, Unsubscribe
 
 logger = logging.getLogger("mrtr.http")
 
@@ -129,99 +130,11 @@ Receive = Callable[[], Awaitable[Message]]
 MAX_SESSION_REQUESTS = 64
 #: The largest session record kept in a shared store (what `initialize` brought, mostly).
 MAX_RECORD_BYTES = 64 * 1024
-#: Seconds a request stream's id and response stay in a shared store (rule 9): a client
-#: resumes within its retry time, a few seconds at most, or polls (SEP-1699) about as often.
-KEPT_STREAM_TTL = 300.0
-#: The largest response kept for another instance to replay (rule 9); a larger one is not
-#: kept, and a resumption elsewhere gets the error instead.
-MAX_KEPT_RESPONSE = 64 * 1024
-#: Seconds a client's response relayed to another instance stays in a shared store (rule 8):
-#: the instance awaiting it looks there within `ANSWER_LOOK_MOST` seconds.
-KEPT_ANSWER_TTL = 60.0
-#: Seconds after sending a request to the client before its instance first looks in the shared
-#: store for an answer the broker lost; each next look waits twice as long, up to
-#: `ANSWER_LOOK_MOST` (rule 8).
-ANSWER_LOOK_FIRST = 0.5
-ANSWER_LOOK_MOST = 5.0
-#: The id of a request an instance of a shared session sent the client (`_prefix` and a count).
-_SERVER_REQUEST_ID = re.compile(r"s-[0-9a-f]{12}-[0-9]{1,18}")
 #: Requests that change what the session set up (on several instances, its shared record).
 SESSION_CHANGES = frozenset(("logging/setLevel", "resources/subscribe", "resources/unsubscribe"))
 _SESSION_HEADER = b"mcp-session-id"
 _MAX_ID_LENGTH = 256
 _SETTLE_POLL = 0.05  # seconds between looks at the requests a drain waits for
-
-_current_stream: contextvars.ContextVar[EventStream | None] = contextvars.ContextVar(
-    "mrtr_legacy_stream", default=None
-)
-
-
-def close_sse_stream() -> bool:
-    """End the connection of the legacy HTTP request being handled, keeping its stream.
-
-    The client resumes the stream with `GET` + `Last-Event-ID` after the `retry` time and gets
-    everything sent after the cut, the response included (SEP-1699 polling). Call it from a
-    handler; it returns False, doing nothing, anywhere else (a 2026-07-28 request, stdio).
-    """
-    stream = _current_stream.get()
-    if stream is None or stream.finished:
-        return False
-    stream.release()
-    return True
-
-
-class _Channel:
-    """The transport side of one session: its streams and its running requests."""
-
-    __slots__ = ("asked", "digest", "ended", "kept", "log", "refreshed", "session", "tasks")
-
-    def __init__(
-        self, session: LegacySession, buffer_bytes: int, digest: str = "", first_stream: int = 1
-    ) -> None:
-        self.session = session
-        self.log = EventLog(buffer_bytes, first_stream=first_stream)
-        self.tasks: dict[jsonrpc.RequestId, asyncio.Task[None]] = {}
-        self.ended = False
-        #: The session's name in the store and on the broker (shared sessions only).
-        self.digest = digest
-        #: `time.monotonic()` of the last rewrite of the shared record from here.
-        self.refreshed = time.monotonic()
-        #: Request streams whose request id is in the shared store (rule 9).
-        self.kept: set[int] = set()
-        #: Told of each message going to the client (shared sessions: a request's answer may
-        #: have to be looked for in the store, rule 8).
-        self.asked: Callable[[dict[str, Any]], None] | None = None
-        session.send = self.send
-
-    async def send(self, message: dict[str, Any]) -> None:
-        """The session's own channel: the standalone (`GET`) stream."""
-        if self.asked is not None:
-            self.asked(message)
-        self.log.standalone.add(orjson.dumps(message))
-
-    def end(self) -> None:
-        self.ended = True
-        for task in list(self.tasks.values()):
-            task.cancel()
-        for stream in self.log.streams():
-            stream.changed.set()
-
-
-class _Store(MemorySessionStore):
-    """The session store, ending a session's transport side whenever a session goes (DELETE,
-    expiry, eviction past the bound)."""
-
-    def __init__(
-        self, idle_timeout: float, max_sessions: int, on_end: Callable[[LegacySession], None]
-    ) -> None:
-        super().__init__(idle_timeout, max_sessions)
-        self._on_end = on_end
-
-    def remove(self, session_id: str) -> LegacySession | None:
-        session = super().remove(session_id)
-        if session is not None:
-            self._on_end(session)
-        return session
 
 
 class LegacySessions:
@@ -241,39 +154,46 @@ class LegacySessions:
             raise ValueError("session_buffer_bytes must be >= 1 and sse_retry >= 0")
         self.server = server
         #: This process's sessions (shared ones: those it served lately, rule 8).
-        self.store = _Store(idle_timeout, max_sessions, self._ended)
+        self.store = ChannelStore(idle_timeout, max_sessions, self._ended)
         self.buffer_bytes = buffer_bytes
         self.retry_ms = round(retry * 1000)
         self.keepalive_interval = keepalive_interval
-        self._channels: dict[str, _Channel] = {}
+        self._channels: dict[str, SessionChannel] = {}
         options = server.options
         #: The shared records (rule 8); None: sessions live in this process only, and cost
         #: nothing more than a dict lookup per request.
         self.records: SessionRecords | None = None
-        self._broker: Broker | None = None
-        if options.store is not None and options.broker is not None:
-            self.records = SessionRecords(options.store, idle_timeout, max_sessions)
-            self._broker = options.broker
+        #: This instance's part in shared sessions (rule 8), with the records.
+        self.shared: SharedSessions | None = None
         #: Names this instance in server request ids and broker messages.
         self.instance = secrets.token_hex(6)
-        self._prefix = f"s-{self.instance}-" if self.records is not None else "s-"
+        self._prefix = "s-"
         #: This instance's range of request stream numbers in a shared session (an event id
         #: of another instance's request stream names none of this one's).
-        self._first_stream = int(self.instance, 16) * 10**9 + 1 if self.records else 1
-        self.broker_channel = f"mrtr/sessions/{server.name}"
-        self._by_digest: dict[str, _Channel] = {}
-        self._unsubscribe: Unsubscribe | None = None
-        self._subscribing: asyncio.Lock | None = None
-        self._background: set[asyncio.Future[None]] = set()
-        #: Tasks looking in the store for answers the broker may have lost (rule 8).
-        self._looking: set[asyncio.Future[None]] = set()
+        self._first_stream = 1
+        if options.store is not None and options.broker is not None:
+            self.records = SessionRecords(options.store, idle_timeout, max_sessions)
+            self._prefix = f"s-{self.instance}-"
+            self._first_stream = int(self.instance, 16) * 10**9 + 1
+            self.shared = SharedSessions(
+                server,
+                self.records,
+                options.broker,
+                store=self.store,
+                channels=self._channels,
+                principal=self._principal,
+                buffer_bytes=buffer_bytes,
+                instance=self.instance,
+                prefix=self._prefix,
+                first_stream=self._first_stream,
+            )
 
     def _ended(self, session: LegacySession) -> None:
         channel = self._channels.pop(session.id, None)
         if channel is not None:
             channel.end()
-            if self._by_digest.get(channel.digest) is channel:
-                del self._by_digest[channel.digest]
+            if self.shared is not None:
+                self.shared.forget(channel)
         self.server.detach_session(session)
 
     async def settle(self, within: float | None) -> None:
@@ -292,14 +212,8 @@ class LegacySessions:
         """
         for session in self.store.sessions():
             self.store.remove(session.id)
-        for task in list(self._looking):
-            task.cancel()
-        unsubscribe, self._unsubscribe = self._unsubscribe, None
-        if unsubscribe is not None:
-            with contextlib.suppress(RuntimeError):  # no loop running: nothing to stop
-                task = asyncio.ensure_future(unsubscribe(), loop=asyncio.get_running_loop())
-                self._background.add(task)
-                task.add_done_callback(self._background.discard)
+        if self.shared is not None:
+            self.shared.close()
 
     def _principal(self, scope: Any) -> str | None:
         resolver = self.server.options.principal
@@ -319,8 +233,8 @@ class LegacySessions:
         session = LegacySession(request_prefix=self._prefix)
         session.principal = self._principal(scope)
         session.admission = self.records or self.store
-        records = self.records
-        channel = _Channel(session, self.buffer_bytes, first_stream=self._first_stream)
+        shared = self.shared
+        channel = SessionChannel(session, self.buffer_bytes, first_stream=self._first_stream)
         response = await self.server.handle_request(message, None, scope, session)
         if "error" in response:
             # Without the legacy shim the refusal is the 2026-07-28 one (-32022, 400).
@@ -329,7 +243,7 @@ class LegacySessions:
                 send, legacy_status_of(response) if serves else status_of(response), response
             )
             return
-        if records is not None:
+        if shared is not None:
             if len(orjson.dumps(session.to_record())) > MAX_RECORD_BYTES:
                 await reject(
                     send,
@@ -341,17 +255,16 @@ class LegacySessions:
                 )
                 return
             try:
-                await self._listen()
-                await records.create(session)
+                await shared.listen()
+                await shared.records.create(session)
             except McpError as exc:
                 await _unavailable(send, message["id"], exc, not_run=True)
                 return
             channel.digest = session_digest(session.id)
-            channel.asked = functools.partial(self._asked, channel)
-            self._by_digest[channel.digest] = channel
+            shared.track(channel)
         self._channels[session.id] = channel
         self.store.add(session)
-        if records is None:
+        if shared is None:
             self.server.attach_session(session)
         await send_json(
             send, 200, orjson.dumps(response), [(_SESSION_HEADER, session.id.encode("ascii"))]
@@ -365,20 +278,20 @@ class LegacySessions:
         headers: dict[bytes, bytes],
         request_id: jsonrpc.RequestId | None,
         scope: Any = None,
-    ) -> _Channel | None:
+    ) -> SessionChannel | None:
         raw = headers[_SESSION_HEADER]
         session_id = raw.decode("latin-1").strip() if len(raw) <= _MAX_ID_LENGTH else ""
-        channel: _Channel | None = None
+        channel: SessionChannel | None = None
         if not session_id:
             pass
-        elif self.records is None:
+        elif self.shared is None:
             session = self.store.get(session_id)
             channel = None if session is None else self._channels.get(session.id)
             if channel is not None and channel.session.principal != self._principal(scope):
                 channel = None  # another caller's session: as unknown as any other id
         else:
             try:
-                channel = await self._shared(session_id, self.records, scope)
+                channel = await self.shared.channel(session_id, scope)
             except McpError as exc:
                 await _unavailable(send, request_id, exc, not_run=True)
                 return None
@@ -408,213 +321,6 @@ class LegacySessions:
                 return None
         return channel
 
-    # --- shared sessions (rule 8) -----------------------------------------------------------
-
-    async def _shared(
-        self, session_id: str, records: SessionRecords, scope: Any
-    ) -> _Channel | None:
-        """This instance's side of a shared session, made from its record if need be; None
-        when the store has no record of it (or it belongs to another caller)."""
-        record = await records.load(session_id)
-        if record is None or record["p"] != self._principal(scope):
-            if record is None and session_id in self._channels:
-                self.store.remove(session_id)  # ended or expired elsewhere
-            return None
-        await self._listen()
-        # No await from here to the end of the lookup: two requests of one session never
-        # make two sides of it.
-        session = self.store.get(session_id)
-        channel = None if session is None else self._channels.get(session_id)
-        if channel is None:
-            session = LegacySession(session_id=session_id, request_prefix=self._prefix)
-            channel = _Channel(
-                session, self.buffer_bytes, session_digest(session_id), self._first_stream
-            )
-            channel.asked = functools.partial(self._asked, channel)
-            self._channels[session_id] = channel
-            self._by_digest[channel.digest] = channel
-            self.store.add(session)
-        channel.session.apply_record(record)
-        if records.stale(record):
-            await self._refresh(channel, records)
-        return channel
-
-    async def _refresh(self, channel: _Channel, records: SessionRecords) -> None:
-        """Push the record's expiry back (the session is in use); end the session here when
-        its record is gone. Skipped while another instance writes it (which does the same)."""
-        channel.refreshed = time.monotonic()
-        session = channel.session
-        async with records.locked(session.id, wait=0) as held:
-            if not held:
-                return
-            record = await records.load(session.id)
-            if record is None:
-                self.store.remove(session.id)
-                return
-            session.apply_record(record)
-            await records.save(session)
-
-    async def _change(
-        self, channel: _Channel, handle: Callable[[], Awaitable[dict[str, Any] | None]]
-    ) -> dict[str, Any] | None:
-        """Run `handle` (a request or notification that changes what the session set up)
-        with the session's record locked and fresh, then write it and tell the other
-        instances. Store failures are raised (`McpError`)."""
-        records = self.records
-        assert records is not None
-        session = channel.session
-        async with records.locked(session.id):
-            record = await records.load(session.id)
-            if record is None:
-                raise McpError(
-                    INVALID_REQUEST,
-                    "Session not found: it ended or expired; send initialize (without "
-                    "Mcp-Session-Id) to start a new session",
-                )
-            session.apply_record(record)
-            before = session.to_record()
-            response = await handle()
-            after = session.to_record()
-            if {**after, "t": 0} != {**before, "t": 0}:
-                written = await records.save(session)
-                channel.refreshed = time.monotonic()
-                self._publish("u", channel.digest, r=written)
-        return response
-
-    async def _listen(self) -> None:
-        """Subscribe to the sessions' broker channel (once, at first use)."""
-        broker = self._broker
-        if broker is None or self._unsubscribe is not None:
-            return
-        if self._subscribing is None:
-            self._subscribing = asyncio.Lock()
-        async with self._subscribing:
-            if self._unsubscribe is None:
-                self._unsubscribe = await broker.subscribe(
-                    self.broker_channel, self._received, self._missed
-                )
-
-    def _missed(self) -> None:
-        """The broker lost messages for a while: read every served session's record again
-        (ending those that ended elsewhere meanwhile)."""
-        records = self.records
-        if records is None:
-            return
-        for channel in list(self._by_digest.values()):
-            task = asyncio.ensure_future(self._reload(channel, records))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-
-    async def _reload(self, channel: _Channel, records: SessionRecords) -> None:
-        try:
-            record = await records.load(channel.session.id)
-        except McpError:
-            return  # the store too: the next request of the session reads it again
-        if record is None:
-            self.store.remove(channel.session.id)
-        elif not channel.ended:
-            channel.session.apply_record(record)
-
-    def _publish(self, kind: str, digest: str, **fields: Any) -> None:
-        broker = self._broker
-        if broker is None:
-            return
-        message = {"t": kind, "o": self.instance, "s": digest, **fields}
-        try:
-            broker.publish(self.broker_channel, orjson.dumps(message))
-        except Exception:
-            logger.exception("could not publish a legacy session message to other instances")
-
-    def _received(self, data: bytes) -> None:
-        """Act on what another instance published about a session this one serves."""
-        try:
-            message = orjson.loads(data)
-            kind, origin, digest = message["t"], message["o"], message["s"]
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            logger.warning("ignored a malformed message on %s", self.broker_channel)
-            return
-        if origin == self.instance or not isinstance(digest, str):
-            return
-        channel = self._by_digest.get(digest)
-        if channel is None or channel.ended:
-            return
-        if kind == "r":
-            response = message.get("m")
-            if isinstance(response, dict):
-                channel.session.deliver(response)
-        elif kind == "c":
-            _cancel(channel, message.get("m"))
-        elif kind == "u":
-            record = message.get("r")
-            if valid_record(record):
-                channel.session.apply_record(record)
-        elif kind == "e":
-            self.store.remove(channel.session.id)
-        elif kind == "g":
-            stream = channel.log.standalone
-            stream.keeper = None  # the instance now serving it keeps it
-            if stream.owner is not None:
-                stream.owner = _TAKEN_ELSEWHERE
-                stream.changed.set()
-
-    def _elsewhere(self, request_id: Any) -> bool:
-        """Whether a response's id names a server request another instance sent."""
-        return (
-            self._broker is not None
-            and isinstance(request_id, str)
-            and _SERVER_REQUEST_ID.fullmatch(request_id) is not None
-            and not request_id.startswith(self._prefix)
-        )
-
-    def _answer_key(self, channel: _Channel, request_id: jsonrpc.RequestId) -> str:
-        return f"mrtr/answer/{self.server.name}/{channel.digest}/{request_id}"
-
-    async def _relay(self, channel: _Channel, response: dict[str, Any]) -> None:
-        """Pass a client's response to the instance awaiting it: kept in the store first (a
-        store failure is raised, `McpError`), then published (rule 8)."""
-        records = self.records
-        data = orjson.dumps(response)
-        if records is not None and len(data) <= MAX_KEPT_RESPONSE:
-            key = self._answer_key(channel, response["id"])
-            await records.store.set(key, data, KEPT_ANSWER_TTL)
-        self._publish("r", channel.digest, m=response)
-
-    def _asked(self, channel: _Channel, message: dict[str, Any]) -> None:
-        """A message goes to the client of a shared session: for a request, look for its
-        answer in the store while it is awaited (rule 8)."""
-        request_id = message.get("id")
-        if "method" not in message or not isinstance(request_id, str | int):
-            return  # a notification (the server's own ids are strings)
-        task = asyncio.ensure_future(self._look_for_answer(channel, request_id))
-        self._looking.add(task)
-        task.add_done_callback(self._looking.discard)
-
-    async def _look_for_answer(self, channel: _Channel, request_id: jsonrpc.RequestId) -> None:
-        records = self.records
-        assert records is not None
-        session = channel.session
-        key = self._answer_key(channel, request_id)
-        wait = ANSWER_LOOK_FIRST
-        while True:
-            await asyncio.sleep(wait)
-            wait = min(wait * 2, ANSWER_LOOK_MOST)
-            if channel.ended or not session.awaits(request_id):
-                return  # answered (the broker's message came), or no longer awaited
-            try:
-                raw = await records.store.get(key)
-            except McpError:
-                continue  # the store fails too: look again later
-            if raw is None:
-                continue
-            try:
-                response = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                logger.warning("ignored an unreadable answer kept in the store for %r", request_id)
-                return
-            if isinstance(response, dict) and session.deliver(response):
-                logger.info("an answer the broker lost was found in the store (%r)", request_id)
-            return
-
     # --- POST (rules 3 and 4) ---------------------------------------------------------------
 
     async def post(
@@ -633,12 +339,13 @@ class LegacySessions:
         if channel is None:
             return
         session = channel.session
+        shared = self.shared
         if kind == "response":
             if session.deliver(message):
                 pass
-            elif self._elsewhere(message["id"]):
+            elif shared is not None and shared.elsewhere(message["id"]):
                 try:
-                    await self._relay(channel, message)
+                    await shared.relay(channel, message)
                 except McpError as exc:
                     await _unavailable(send, None, exc)
                     return
@@ -649,11 +356,11 @@ class LegacySessions:
         if kind == "notification":
             if message["method"] == "notifications/cancelled":
                 params = message.get("params")
-                if not _cancel(channel, params) and self._broker is not None:
-                    self._publish("c", channel.digest, m=params)
-            elif self.records is not None:
+                if not cancel_request(channel, params) and shared is not None:
+                    shared.publish("c", channel.digest, m=params)
+            elif shared is not None:
                 try:
-                    await self._change(
+                    await shared.change(
                         channel,
                         functools.partial(
                             self.server.handle_message, message, None, scope, session
@@ -673,7 +380,7 @@ class LegacySessions:
         scope: Any,
         receive: Receive,
         send: Send,
-        channel: _Channel,
+        channel: SessionChannel,
         message: dict[str, Any],
         accept_sse: bool,
     ) -> None:
@@ -703,28 +410,29 @@ class LegacySessions:
         task = start_task(self._run(channel, stream, message, scope, accept_sse))
         if not task.done():  # done already: answered in its first step, nothing to cancel
             channel.tasks[request_id] = task
-            task.add_done_callback(functools.partial(_forget, channel, request_id, stream))
+            task.add_done_callback(functools.partial(forget_request, channel, request_id, stream))
         await self._pump(send, receive, channel, stream, 0, opened=False, can_stream=accept_sse)
 
     async def _run(
         self,
-        channel: _Channel,
+        channel: SessionChannel,
         stream: EventStream,
         message: dict[str, Any],
         scope: Any,
         accept_sse: bool,
     ) -> None:
-        _current_stream.set(stream)
+        current_stream.set(stream)
         standalone = channel.log.standalone
+        shared = self.shared
 
         async def notify(outgoing: dict[str, Any]) -> None:
             if channel.asked is not None:
                 channel.asked(outgoing)
             if accept_sse:
-                if self.records is not None and stream.id not in channel.kept:
+                if shared is not None and stream.id not in channel.kept:
                     # Before the stream's first event id can go out (rule 9).
                     channel.kept.add(stream.id)
-                    await self._keep_stream(channel, stream.id, {"i": message["id"]})
+                    await shared.keep_stream(channel, stream.id, {"i": message["id"]})
                 stream.add(orjson.dumps(outgoing))
             elif "id" in outgoing:
                 # A client that takes no stream here still gets the server's requests: on its
@@ -732,12 +440,12 @@ class LegacySessions:
                 standalone.add(orjson.dumps(outgoing))
 
         try:
-            if self.records is not None and message["method"] in SESSION_CHANGES:
+            if shared is not None and message["method"] in SESSION_CHANGES:
                 handle = functools.partial(
                     self.server.handle_request, message, notify, scope, channel.session
                 )
                 try:
-                    changed = await self._change(channel, handle)
+                    changed = await shared.change(channel, handle)
                 except McpError as exc:
                     changed = jsonrpc.error_response(message["id"], exc)
                 response = changed if changed is not None else {}
@@ -758,12 +466,12 @@ class LegacySessions:
             channel.tasks.pop(message["id"], None)
         data = orjson.dumps(response)
         stream.add(data, final=True)
-        if stream.id in channel.kept:
+        if stream.id in channel.kept and shared is not None:  # kept: a shared session's
             channel.kept.discard(stream.id)
             kept: dict[str, Any] = {"i": message["id"]}
             if len(data) <= MAX_KEPT_RESPONSE:
                 kept["r"] = response
-            await self._keep_stream(channel, stream.id, kept)
+            await shared.keep_stream(channel, stream.id, kept)
 
     # --- GET (rule 5) -----------------------------------------------------------------------
 
@@ -779,6 +487,7 @@ class LegacySessions:
         channel = await self._find(send, headers, None, scope)
         if channel is None:
             return
+        shared = self.shared
         if not accept_sse:
             await reject(
                 send,
@@ -801,19 +510,17 @@ class LegacySessions:
                 )
                 return
             cursor = max(stream.delivered, stream.dropped)
-            if self.records is not None:
-                await self._standalone(receive, send, channel, cursor)
+            if shared is not None:
+                await self._standalone(receive, send, channel, cursor, shared)
                 return
         else:
             last = raw.decode("latin-1").strip()
             found = parse_event_id(last)
             problem = None
-            shared_standalone = (
-                found is not None and found[0] == STANDALONE and self.records is not None
-            )
-            if shared_standalone and found is not None:
+            shared_standalone = found is not None and found[0] == STANDALONE and shared is not None
+            if shared_standalone and found is not None and shared is not None:
                 try:
-                    problem = await self._adopt_standalone(channel, found[1])
+                    problem = await shared.adopt_standalone(channel, found[1])
                 except McpError as exc:
                     await _unavailable(send, None, exc)
                     return
@@ -825,15 +532,15 @@ class LegacySessions:
             elif found[1] < stream_.dropped:
                 problem = "is older than the events this session still keeps of that stream"
             if problem == "" or (problem is None and shared_standalone):
-                assert found is not None
-                await self._standalone(receive, send, channel, found[1])
+                assert found is not None and shared is not None
+                await self._standalone(receive, send, channel, found[1], shared)
                 return
             if (
                 stream_ is None
                 and found is not None
                 and found[0] != STANDALONE
-                and self.records is not None
-                and await self._answer_from_store(send, channel, found[0], found[1])
+                and shared is not None
+                and await shared.answer_from_store(send, channel, found[0], found[1])
             ):
                 return
             if problem is not None or stream_ is None or found is None:
@@ -849,103 +556,27 @@ class LegacySessions:
         await self._pump(send, receive, channel, stream, cursor, opened=True, can_stream=True)
 
     async def _standalone(
-        self, receive: Receive, send: Send, channel: _Channel, cursor: int
+        self,
+        receive: Receive,
+        send: Send,
+        channel: SessionChannel,
+        cursor: int,
+        shared: SharedSessions,
     ) -> None:
         """A shared session's `GET` stream: changes reach the session here while it is open,
         and the stream another instance served ends (rule 8)."""
         session = channel.session
-        self._publish("g", channel.digest)
+        shared.publish("g", channel.digest)
         self.server.attach_session(session)
         stream = channel.log.standalone
-        stream.keeper = functools.partial(self._keep_standalone, channel)
+        stream.keeper = functools.partial(shared.keep_standalone, channel)
         await stream.keeper()  # a quiet stream can be resumed elsewhere too
         try:
             await self._pump(send, receive, channel, stream, cursor, opened=True, can_stream=True)
         finally:
-            if stream.owner is None or stream.owner is _TAKEN_ELSEWHERE:
+            if stream.owner is None or stream.owner is TAKEN_ELSEWHERE:
                 stream.owner = None
                 self.server.detach_session(session)
-
-    def _standalone_key(self, channel: _Channel) -> str:
-        return f"mrtr/sse/{self.server.name}/{channel.digest}"
-
-    async def _keep_standalone(self, channel: _Channel) -> None:
-        """Keep the standalone stream's newest events in the store (rule 8); a store that
-        fails costs only a resumption elsewhere."""
-        records = self.records
-        if records is None:
-            return
-        snapshot = channel.log.standalone.snapshot(self.instance)
-        try:
-            await records.store.set(self._standalone_key(channel), snapshot, records.ttl)
-        except Exception:
-            logger.warning("could not keep a session's stream in the store", exc_info=True)
-
-    def _stream_key(self, channel: _Channel, stream_id: int) -> str:
-        return f"mrtr/sse/{self.server.name}/{channel.digest}/{stream_id}"
-
-    async def _keep_stream(self, channel: _Channel, stream_id: int, kept: dict[str, Any]) -> None:
-        """Keep what another instance needs to answer a resumption of a request stream (rule
-        9); a store that fails costs only that answer (the client gets a 400 there)."""
-        records = self.records
-        assert records is not None
-        key = self._stream_key(channel, stream_id)
-        try:
-            await records.store.set(key, orjson.dumps(kept), min(KEPT_STREAM_TTL, records.ttl))
-        except Exception:
-            logger.warning("could not keep a request stream in the store", exc_info=True)
-
-    async def _answer_from_store(
-        self, send: Send, channel: _Channel, stream_id: int, cursor: int
-    ) -> bool:
-        """Answer the resumption of another instance's request stream from what it kept (rule
-        9): its response, or an error saying the request's outcome is unknown. False when
-        nothing was kept (the caller answers 400)."""
-        records = self.records
-        assert records is not None
-        try:
-            raw = await records.store.get(self._stream_key(channel, stream_id))
-            kept = None if raw is None else orjson.loads(raw)
-        except Exception:
-            logger.warning("could not read a request stream from the store", exc_info=True)
-            return False
-        if not isinstance(kept, dict) or not jsonrpc.is_valid_id(request_id := kept.get("i")):
-            return False
-        response = kept.get("r")
-        if not isinstance(response, dict):
-            # Still running elsewhere, or lost with its instance: the client is told to send it
-            # again, so the instance running it (if any) is asked to stop it.
-            self._publish("c", channel.digest, m={"requestId": request_id, "reason": "resumed"})
-            response = jsonrpc.error_response(
-                request_id,
-                McpError(
-                    INTERNAL_ERROR,
-                    "Request interrupted: the server instance that was answering it stopped "
-                    "or cannot be reached from this one, so its stream cannot be resumed and "
-                    "whether it ran to completion is unknown; send it again if it is safe to "
-                    "repeat",
-                ),
-            )
-        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-        event = encode_event_with_id(orjson.dumps(response), f"{stream_id}-{cursor + 1}")
-        await send({"type": "http.response.body", "body": event, "more_body": False})
-        return True
-
-    async def _adopt_standalone(self, channel: _Channel, cursor: int) -> str | None:
-        """Take over the standalone stream another instance kept in the store, the client
-        having its events up to `cursor`: "" when adopted, why not when it cannot be
-        resumed, None when the stream is this instance's own (or nobody kept it)."""
-        records = self.records
-        assert records is not None
-        raw = await records.store.get(self._standalone_key(channel))
-        snapshot = None if raw is None else decode_snapshot(raw)
-        if snapshot is None or snapshot.origin == self.instance:
-            return None
-        problem = snapshot.problem(cursor)
-        if problem is not None:
-            return problem
-        channel.log.standalone.adopt(snapshot, cursor)
-        return ""
 
     # --- DELETE (rule 6) --------------------------------------------------------------------
 
@@ -954,14 +585,15 @@ class LegacySessions:
         channel = await self._find(send, headers, None, scope)
         if channel is None:
             return
-        if self.records is not None:
+        shared = self.shared
+        if shared is not None:
             try:
-                await self.records.delete(channel.session.id)
-                await self.records.store.delete(self._standalone_key(channel))
+                await shared.records.delete(channel.session.id)
+                await shared.records.store.delete(shared.standalone_key(channel))
             except McpError as exc:
                 await _unavailable(send, None, exc)
                 return
-            self._publish("e", channel.digest)
+            shared.publish("e", channel.digest)
         self.store.remove(channel.session.id)
         await send({"type": "http.response.start", "status": 204, "headers": []})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -972,7 +604,7 @@ class LegacySessions:
         self,
         send: Send,
         receive: Receive,
-        channel: _Channel,
+        channel: SessionChannel,
         stream: EventStream,
         cursor: int,
         *,
@@ -1072,7 +704,7 @@ class LegacySessions:
         stream: EventStream,
         gone: asyncio.Future[None],
         send: Send | None,
-        channel: _Channel,
+        channel: SessionChannel,
     ) -> bool:
         """Wait for news on `stream`; True if the client went away instead. A quiet stream
         gets a keep-alive comment now and then, and its session counts as in use."""
@@ -1088,49 +720,19 @@ class LegacySessions:
                 if changed in done:
                     return False
                 channel.session.touch()
-                records = self.records
-                if records is not None and (
-                    time.monotonic() - channel.refreshed >= records.refresh_every
+                shared = self.shared
+                if shared is not None and (
+                    time.monotonic() - channel.refreshed >= shared.records.refresh_every
                 ):
                     # An open stream keeps its session in use, on every instance.
                     with contextlib.suppress(McpError):
-                        await self._refresh(channel, records)
+                        await shared.refresh(channel)
                     if channel.ended:
                         return False
                 if send is not None:
                     await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
         finally:
             changed.cancel()
-
-
-def _forget(
-    channel: _Channel, request_id: jsonrpc.RequestId, stream: EventStream, task: asyncio.Task[None]
-) -> None:
-    # `_run` frees the id and ends the stream itself, unless the task was cancelled before its
-    # first step (a cancellation or the session's end in the same loop turn): then its body
-    # never ran, and this does both, so the id is not held and the waiting POST is answered.
-    if channel.tasks.get(request_id) is task:
-        del channel.tasks[request_id]
-    if task.cancelled():
-        stream.finish()  # idempotent: a cancelled `_run` that did run has ended it already
-
-
-def _cancel(channel: _Channel, params: Any) -> bool:
-    """Cancel the request `params` names if it runs here; whether it did (True also for a
-    malformed cancellation, which is ignored: an unhashable id must not raise)."""
-    request_id = params.get("requestId") if isinstance(params, dict) else None
-    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
-        return True
-    task = channel.tasks.get(request_id)
-    if task is None:
-        return False
-    logger.debug("cancelling request %r: %s", request_id, params.get("reason"))
-    task.cancel()
-    return True
-
-
-#: Marks a `GET` stream whose session opened another one on another instance (rule 8).
-_TAKEN_ELSEWHERE = object()
 
 
 async def _unavailable(
