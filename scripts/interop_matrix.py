@@ -19,12 +19,20 @@ RESULTS = ROOT / ".cache" / "interop" / "results"
 TARGET = ROOT / "docs" / "interoperability-matrix.md"
 sys.path.insert(0, str(ROOT / "tests" / "interop"))
 
-from peers import INSPECTOR_VERSION, NPM_PEERS, PYTHON_PEERS  # noqa: E402
+from peers import (  # noqa: E402
+    INSPECTOR_VERSION,
+    NPM_PEERS,
+    PYTHON_PEERS,
+    TS_NODE_VERSION,
+    TS_SERVER_VERSION,
+)
 
 DIRECTIONS = (
     "peer client -> mrtr server",
     "mrtr client -> peer server",
     "mrtr call -> peer server",
+    "peer client -> mrtr server, tasks",
+    "mrtr client -> peer server, tasks",
 )
 
 
@@ -78,6 +86,8 @@ def render(cells: list[dict[str, Any]]) -> str:
     lines += [f"| `{req.split('==')[0]}` (PyPI) | {req.split('==')[1]} |" for req in pins]
     lines += [f"| `{name}` (npm) | {version} |" for name, version in NPM_PEERS.items()]
     lines.append(f"| `@modelcontextprotocol/inspector` (npm) | {INSPECTOR_VERSION} |")
+    lines.append(f"| `@modelcontextprotocol/server` (npm) | {TS_SERVER_VERSION} |")
+    lines.append(f"| `@modelcontextprotocol/node` (npm) | {TS_NODE_VERSION} |")
     lines += [
         "",
         "## Cells",
@@ -91,13 +101,21 @@ def render(cells: list[dict[str, Any]]) -> str:
             f"| {verdict(cell)} |"
         )
     lines += ["", "## Checks", ""]
-    for direction, title in zip(
-        DIRECTIONS[:2],
-        ("Peer clients against our server", "Our client against peer servers"),
-        strict=True,
-    ):
+    titles = {
+        DIRECTIONS[0]: "Peer clients against our server",
+        DIRECTIONS[1]: "Our client against peer servers",
+        DIRECTIONS[3]: "Tasks (`io.modelcontextprotocol/tasks`), both ways",
+    }
+    for direction, title in titles.items():
         lines += [f"{title}: {', '.join(check_names(cells, direction))}.", ""]
     lines += [
+        "Tasks run with every pinned peer that implements the extension. The TypeScript SDKs",
+        "(1.x and 2.x), mcp 1.x and FastMCP 3 implement the older tasks draft of the 2025-11-25",
+        "revision instead (`params.task`, `tasks/result`, `tasks/list`), which is not this",
+        "extension and which `mrtr` does not serve: they declare no extension, so a tool with",
+        "`task='optional'` answers them in line. The extension's specification:",
+        "https://github.com/modelcontextprotocol/experimental-ext-tasks",
+        "",
         "## Failures and their reasons",
         "",
     ]

@@ -3,7 +3,8 @@
 # each apart from the others and from mrtr's own dependencies:
 #   Python peers: one virtual environment each, under .cache/interop/venv-<name>;
 #   npm peers:    one folder, .cache/interop/node, run with the Node 22 of the conformance suite;
-#   MCP Inspector: .cache/bench-node, as the benchmarks install it.
+#   MCP Inspector and the TypeScript SDK 2.x server packages: .cache/bench-node, as the
+#   benchmarks install them.
 # Idempotent: a peer already at its pinned version is left alone, so a second run costs
 # seconds. Run from anywhere: bash scripts/interop_peers.sh
 set -euo pipefail
@@ -20,6 +21,8 @@ PY_PEERS=(
     "mcp2=mcp==2.3.0"
     "fastmcp3=fastmcp==3.4.11"
     "fastmcp4=fastmcp==4.2.3"
+    # The tasks extension (SEP-2663) for FastMCP, client and server; it pins its own FastMCP.
+    "fastmcp-tasks=fastmcp-tasks==4.1.4"
 )
 NPM_PEERS=(
     "@modelcontextprotocol/sdk@1.32.2"

@@ -11,6 +11,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 GUARD = 20.0  # seconds: only ever reached when something is broken
+#: Seconds a server may take to start listening: far above the second or so it takes, since a
+#: Python process importing its dependencies on a machine with a load average of 20 has been
+#: seen to take more than 10.
+START_GUARD = 60.0
 
 
 def free_port() -> int:
@@ -24,7 +28,7 @@ def free_port() -> int:
 def wait_listening(
     port: int,
     process: subprocess.Popen[Any],
-    timeout: float = GUARD,
+    timeout: float = START_GUARD,
     describe: Callable[[], str] = lambda: "",
 ) -> None:
     """Return once 127.0.0.1:`port` accepts connections; fail if `process` exits first or

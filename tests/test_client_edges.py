@@ -232,9 +232,10 @@ async def test_a_legacy_stdio_server_is_probed_once_per_command(
         assert result.content[0].text == "3"  # type: ignore[union-attr]
     told = [r.getMessage() for r in caplog.records if r.name == "mrtr.stdio.server"]
     received = [line.removeprefix("received: ") for line in told if line.startswith("received")]
-    # The first connection probes; the second starts with initialize, as the first ended.
+    # The first connection probes (a ping, which a legacy server answers: no server/discover);
+    # the second starts with initialize, as the first ended.
     session = ["initialize", "notifications/initialized", "tools/call"]
-    assert received == ["server/discover", *session, *session]
+    assert received == ["ping", *session, *session]
     assert not any("validation error" in line.lower() for line in told)
 
 

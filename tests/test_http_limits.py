@@ -99,7 +99,7 @@ class ServerProcess:
         )
         self._reader = threading.Thread(target=self._collect, daemon=True)
         self._reader.start()
-        wait_listening(port, self.process, GUARD, self.stderr)
+        wait_listening(port, self.process, describe=self.stderr)
 
     def _collect(self) -> None:
         assert self.process.stderr is not None

@@ -250,6 +250,8 @@ async def test_the_server_cancelling_its_request_cancels_the_handler() -> None:
 NOT_INITIALIZED = Raw(
     {"id": None, "error": {"code": -32000, "message": "Bad Request: Server not initialized"}}
 )
+#: How a 2026-07-28 server answers the `ping` the stdio probe starts with: it has no ping.
+NO_PING = Error(-32601, "Method not found: ping")
 
 
 async def test_auto_inline_falls_back_on_a_session_error_and_sends_the_request_again() -> None:
@@ -336,13 +338,14 @@ async def test_a_server_that_refuses_initialize_too_gets_its_first_answer_raised
 
 async def test_stdio_style_probe_goes_legacy_on_any_other_error() -> None:
     fake = SessionFakeServer(
-        [Error(-32601, "Method not found"), initialize_result(), {"tools": []}],
+        [NO_PING, Error(-32601, "Method not found"), initialize_result(), {"tools": []}],
         era_probe="discover",
     )
     async with Client(fake) as client:
         await client.list_tools()
         assert client.era == "legacy"
     assert methods(fake) == [
+        "ping",
         "server/discover",
         "initialize",
         "notifications/initialized",
@@ -350,27 +353,40 @@ async def test_stdio_style_probe_goes_legacy_on_any_other_error() -> None:
     ]
 
 
+async def test_stdio_style_probe_asks_no_discover_of_a_server_that_answers_ping() -> None:
+    # A legacy server answers ping before initialize; an unknown request (the discover probe)
+    # would make mcp 1.x log a long validation error on its stderr.
+    fake = SessionFakeServer([{}, initialize_result(), {"tools": []}], era_probe="discover")
+    async with Client(fake) as client:
+        await client.list_tools()
+        assert client.era == "legacy"
+    assert methods(fake) == ["ping", "initialize", "notifications/initialized", "tools/list"]
+    assert fake.requests[0].params["_meta"][meta_keys.PROTOCOL_VERSION] == "2026-07-28"
+
+
 async def test_stdio_style_probe_stays_modern_on_a_modern_version_error() -> None:
     refused = Error(-32022, "Unsupported protocol version", {"supported": ["2026-07-28"]})
-    fake = SessionFakeServer([refused, {"tools": []}], era_probe="discover")
+    fake = SessionFakeServer([NO_PING, refused, {"tools": []}], era_probe="discover")
     async with Client(fake) as client:
         await client.list_tools()
         assert client.era == "modern"
-    assert methods(fake) == ["server/discover", "tools/list"]
+    assert methods(fake) == ["ping", "server/discover", "tools/list"]
 
 
 async def test_a_silent_probe_times_out_into_initialize_on_the_same_process() -> None:
-    fake = SessionFakeServer([NEVER, initialize_result(), {"tools": []}], era_probe="discover")
+    fake = SessionFakeServer(
+        [NO_PING, NEVER, initialize_result(), {"tools": []}], era_probe="discover"
+    )
     options = ClientOptions(probe_timeout=0.05)
     async with Client(fake, options=options) as client:
         await client.list_tools()
         assert client.era == "legacy"
-    assert fake.cancelled_ids() == [fake.requests[0].id]
+    assert fake.cancelled_ids() == [fake.requests[1].id]
 
 
 async def test_a_discover_listing_only_legacy_versions_is_a_legacy_server() -> None:
     discover = {"supportedVersions": ["2025-06-18"], "capabilities": {}}
-    fake = SessionFakeServer([discover, initialize_result()], era_probe="discover")
+    fake = SessionFakeServer([NO_PING, discover, initialize_result()], era_probe="discover")
     async with Client(fake) as client:
         info = await client.discover()
         assert client.era == "legacy"

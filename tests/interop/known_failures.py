@@ -29,6 +29,14 @@ MCP2_MRTR_TOOL_ON_LEGACY = (
     "https://github.com/modelcontextprotocol/python-sdk/tree/main/src/mcp/server"
 )
 
+TS2_STATELESS_LEGACY = (
+    "peer, TypeScript server 2.x over HTTP: its createMcpHandler serves the 2025 era through a "
+    "stateless per-request fallback, which cannot send server-to-client requests, so a tool "
+    "that asks fails on an initialize-based session ('per-request legacy serving cannot receive "
+    "server-to-client requests'); over stdio it asks. See legacyStatelessFallback in "
+    "https://github.com/modelcontextprotocol/typescript-sdk/tree/main/packages/server/src"
+)
+
 WHOLE_CELL = "*"
 """A key standing for the whole cell: at least one check fails (which ones may vary)."""
 
@@ -41,6 +49,9 @@ def every(checks: list[str], reason: str) -> dict[str, str]:
 KNOWN_FAILURES: dict[str, dict[str, str]] = {
     "mcp 2.3.0 | mrtr client -> peer server | stdio | 2025-11-25": {
         "elicit": MCP2_MRTR_TOOL_ON_LEGACY
+    },
+    "TypeScript server 2.4.0 | mrtr client -> peer server | http | 2025-11-25": {
+        "elicit": TS2_STATELESS_LEGACY
     },
     # The TypeScript SDKs' progress race: any cell may see it (over stdio most do).
     **{

@@ -30,6 +30,8 @@ PYTHON_PEERS = {
     "mcp2": "mcp==2.3.0",
     "fastmcp3": "fastmcp==3.4.11",
     "fastmcp4": "fastmcp==4.2.3",
+    # The tasks extension (SEP-2663) for FastMCP, both halves; it brings its own FastMCP 4.1.
+    "fastmcp-tasks": "fastmcp-tasks==4.1.4",
 }
 NPM_PEERS = {
     "@modelcontextprotocol/sdk": "1.32.2",
@@ -39,6 +41,13 @@ NPM_PEERS = {
 
 INSPECTOR_VERSION = "2.12.0"
 """MCP Inspector's, as benchmarks/xproc.py pins it (scripts/test.sh installs it for both)."""
+BENCH_NODE = ROOT / ".cache" / "bench-node"
+"""Where benchmarks/xproc.py installs its npm packages: the Inspector, and the TypeScript SDK
+2.x server packages (`@modelcontextprotocol/server` and `@modelcontextprotocol/node`)."""
+TS_SERVER_VERSION = "2.4.0"
+TS_NODE_VERSION = "2.1.2"
+"""`@modelcontextprotocol/server`'s and `@modelcontextprotocol/node`'s, as benchmarks/xproc.py
+pins them."""
 
 
 def pinned(name: str) -> str:
@@ -61,6 +70,17 @@ def npm_package(name: str) -> Path:
     manifest = folder / "package.json"
     version = json.loads(manifest.read_text())["version"] if manifest.exists() else None
     assert version == NPM_PEERS[name], f"{name}@{NPM_PEERS[name]} is not installed: {INSTALL_HINT}"
+    assert NODE.exists(), f"Node 22 is missing at {NODE}: {INSTALL_HINT}"
+    return folder
+
+
+def bench_npm_package(name: str, version: str) -> Path:
+    """The folder of `name` among the benchmarks' npm packages, failing loudly when it is not
+    installed at `version`."""
+    folder = BENCH_NODE / "node_modules" / name
+    manifest = folder / "package.json"
+    found = json.loads(manifest.read_text())["version"] if manifest.exists() else None
+    assert found == version, f"{name}@{version} is not in {BENCH_NODE}: {INSTALL_HINT}"
     assert NODE.exists(), f"Node 22 is missing at {NODE}: {INSTALL_HINT}"
     return folder
 

@@ -12,7 +12,10 @@ from peers import ROOT
 from test_interop_peer_clients import CELLS as CLIENT_CELLS
 from test_interop_peer_clients import INSPECTOR_CELLS, INSPECTOR_VERSION
 from test_interop_peer_servers import CELLS as SERVER_CELLS
-from test_interop_peer_servers import MODERN
+from test_interop_peer_servers import runs_cli
+from test_interop_tasks import CELLS as TASK_CELLS
+from test_interop_tasks import OUR_CLIENT as TASKS_OUR_CLIENT
+from test_interop_tasks import PEER_CLIENT as TASKS_PEER_CLIENT
 
 PAGE = ROOT / "docs" / "interoperability-matrix.md"
 INSPECTOR = f"MCP Inspector {INSPECTOR_VERSION}"
@@ -39,8 +42,12 @@ def expected_rows() -> set[tuple[str, str, str, str]]:
     for param in SERVER_CELLS:
         peer, era, transport = param.values
         rows.add(("mrtr client -> peer server", peer.label, transport, era))
-        if era == MODERN or MODERN not in peer.eras:
+        if runs_cli(peer, era, transport):
             rows.add(("mrtr call -> peer server", peer.label, transport, era))
+    for param in TASK_CELLS:
+        label, transport = param.values
+        for direction in (TASKS_PEER_CLIENT, TASKS_OUR_CLIENT):
+            rows.add((direction, label, transport, "2026-07-28"))
     return rows
 
 

@@ -72,7 +72,7 @@ PEER_CLIENTS = [
     ),
     PeerClient(
         f"mcp {pinned('mcp2')}",
-        {MODERN: ("stdio", "http"), LEGACY: ("stdio", "http")},
+        {MODERN: ("stdio", "http"), LEGACY: EVERY_LEGACY},
         python_driver("mcp2", "mcp2_client.py"),
     ),
     PeerClient(

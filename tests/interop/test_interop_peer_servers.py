@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import subprocess
 import sys
@@ -15,10 +16,24 @@ from typing import Any
 
 import pytest
 from cells import Cell, judge
-from peers import HERE, NODE, NPM_PEERS, ROOT, npm_package, pinned, venv_python
+from peers import (
+    BENCH_NODE,
+    HERE,
+    NODE,
+    NPM_PEERS,
+    ROOT,
+    TS_NODE_VERSION,
+    TS_SERVER_VERSION,
+    bench_npm_package,
+    npm_package,
+    pinned,
+    venv_python,
+)
 
 from loopback_process import free_port, listening
 from mrtr import Client, ClientOptions, ElicitRequestParams, ElicitResult, McpError
+from mrtr.client import era as eras
+from mrtr.transport.stdio_client import StdioTransport
 
 STEP = 20.0  # seconds per check: only reached when something hangs
 START = 90.0  # seconds for the first check, which starts the peer (slow to import when loaded)
@@ -85,6 +100,13 @@ def everything(transport: str, port: int) -> list[str]:
     return [str(NODE), str(folder / "dist" / "index.js"), mode]
 
 
+def ts2_server(transport: str, port: int) -> list[str]:
+    bench_npm_package("@modelcontextprotocol/server", TS_SERVER_VERSION)
+    bench_npm_package("@modelcontextprotocol/node", TS_NODE_VERSION)
+    script = HERE / "peer_servers" / "ts2_server.mjs"
+    return [str(NODE), str(script), str(BENCH_NODE), transport, str(port)]
+
+
 # What each peer server offers our client: a plain tool, a tool that elicits, a prompt, a resource.
 PEER_SERVERS = [
     PeerServer(
@@ -148,6 +170,18 @@ PEER_SERVERS = [
         ("peer://readme", "peer readme"),
     ),
     PeerServer(
+        # Over stdio its McpServer speaks the initialize-based revisions only; over HTTP its
+        # createMcpHandler serves 2026-07-28 and, statelessly, the 2025 era.
+        f"TypeScript server {TS_SERVER_VERSION}",
+        {MODERN: ("http",), LEGACY: ("stdio", "http")},
+        ts2_server,
+        {"http": "mcp"},
+        ("add", {"a": 2, "b": 3}, "5"),
+        ("greet", {}, "hello Ada"),
+        ("haiku", {"topic": "tea"}, "tea"),
+        ("peer://readme", "peer readme"),
+    ),
+    PeerServer(
         f"server-everything {NPM_PEERS['@modelcontextprotocol/server-everything']}",
         {LEGACY: ("stdio", "http", "sse")},
         everything,
@@ -164,6 +198,12 @@ CELLS = [
     for era, transports in peer.eras.items()
     for transport in transports
 ]
+
+
+def runs_cli(peer: PeerServer, era: str, transport: str) -> bool:
+    """Whether the cell has an `mrtr call` twin: `mrtr call` always finds the era out, so its
+    cell is the era it would find (the modern one, where the peer speaks it over `transport`)."""
+    return era == MODERN or transport not in peer.eras.get(MODERN, ())
 
 
 def elicitation(params: ElicitRequestParams) -> ElicitResult:
@@ -299,8 +339,7 @@ async def test_our_client_against_peer_server(peer: PeerServer, era: str, transp
     cell = Cell(peer.label, "mrtr client -> peer server", transport, era)
     cli_cell = Cell(peer.label, "mrtr call -> peer server", transport, era)
     options = ClientOptions(protocol=PROTOCOL[era])  # type: ignore[arg-type]
-    # `mrtr call` always finds the era out: its cell is the era it would find.
-    run_cli = era == MODERN or MODERN not in peer.eras
+    run_cli = runs_cli(peer, era, transport)
     cli_results: list[dict[str, Any]] = []
     if transport == "stdio":
         command = peer.command("stdio", 0)
@@ -335,3 +374,23 @@ async def test_our_client_against_peer_server(peer: PeerServer, era: str, transp
     assert not hard, "\n".join(hard)
     if known:
         pytest.xfail("; ".join(dict.fromkeys(known)))
+
+
+async def test_first_stdio_connection_to_mcp1_leaves_no_validation_error_on_its_stderr(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # mcp 1.x logs a long pydantic validation error for every request it does not know; the
+    # era probe must not be one of them, on the first connection too (the era is cached per
+    # command afterwards). A configuration of its own is a first connection: nothing cached.
+    caplog.set_level(logging.INFO, logger="mrtr.stdio.server")
+    command = python_server("mcp1", "mcp1_server.py")("stdio", 0)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["MATRIX_FIRST_CONNECTION"] = "1"
+    assert eras.cached(eras.endpoint_key(StdioTransport(command[0], command[1:], env=env))) is None
+    options = ClientOptions(probe_timeout=30.0)  # a slow start under load is no silence
+    async with Client.stdio(command[0], command[1:], env=env, options=options) as client:
+        result = await outcome(client.call_tool("add", {"a": 2, "b": 3}))
+        assert client.era == "legacy"
+    assert result == "5"
+    told = "\n".join(r.getMessage() for r in caplog.records if r.name == "mrtr.stdio.server")
+    assert "validation error" not in told.lower() and "Failed to validate" not in told, told

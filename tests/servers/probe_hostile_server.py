@@ -1,9 +1,10 @@
-"""A legacy stdio server that cannot stand `server/discover` arriving first.
+"""A legacy stdio server that cannot stand a request arriving before `initialize`: the era
+probe's `ping` or `server/discover` (mcp 1.3's server dies of either).
 
-`python probe_hostile_server.py exit` exits at once when the first request is
-`server/discover`; `python probe_hostile_server.py garbage` writes a traceback to stdout and
-stops answering; `python probe_hostile_server.py late-exit` says nothing to the probe and exits
-when the next request arrives (as mcp 1.3's server does, slowly, after failing to validate it).
+`python probe_hostile_server.py exit` exits at once when the first request is one of them;
+`python probe_hostile_server.py garbage` writes a traceback to stdout and stops answering;
+`python probe_hostile_server.py late-exit` says nothing to it and exits when the next request
+arrives (as mcp 1.3's server does, slowly, after failing on the first).
 Otherwise the first request is handed on to the official SDK's legacy server
 (`official_shop.py legacy`), which serves the rest of the session.
 """
@@ -46,7 +47,7 @@ def hand_on(first: bytes) -> None:
 if __name__ == "__main__":
     behaviour = sys.argv[1]
     first = read_first_line()
-    if b'"server/discover"' in first:
+    if b'"server/discover"' in first or b'"ping"' in first:
         if behaviour == "exit":
             sys.exit(3)
         if behaviour == "late-exit":

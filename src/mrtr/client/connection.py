@@ -36,6 +36,7 @@ from .era import LEGACY, MODERN, Era
 from .input_handlers import InputHandlers
 from .legacy import ServerHandshake, accept_initialize, initialize_params, legacy_meta
 from .options import ClientOptions
+from .probe import ProbeTimeout, await_probe
 from .results import result_of
 
 if TYPE_CHECKING:
@@ -53,15 +54,6 @@ RequestCallback = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 #: The method that tells a server's versions, and probes its era.
 DISCOVER = "server/discover"
-
-
-class _ProbeTimeout(Exception):
-    """The server did not answer the `server/discover` probe within `probe_timeout`; `probe`
-    is the probe's exchange, still waiting for a late answer."""
-
-    def __init__(self, probe: asyncio.Future[dict[str, Any]]) -> None:
-        super().__init__("no answer to server/discover")
-        self.probe = probe
 
 
 class Connection:
@@ -358,8 +350,8 @@ class Connection:
                 raise self._legacy_only
             message = jsonrpc.request(next(self.ids), DISCOVER, {"_meta": self._meta})
             try:
-                response = await self._await_probe(message)
-            except _ProbeTimeout:
+                response = await await_probe(self.transport, message, self.options.probe_timeout)
+            except ProbeTimeout:
                 raise await self._refuse_legacy_only(None, None) from None
             except McpError as error:
                 if eras.probe_verdict(error) != LEGACY:
@@ -541,11 +533,25 @@ class Connection:
             await self._probe()
 
     async def _probe(self) -> None:
-        """`server/discover`, and what its answer says (stdio's Backward Compatibility)."""
+        """`ping` (stdio), then `server/discover` unless the ping showed a legacy server, and
+        what their answers say (stdio's Backward Compatibility)."""
+        if getattr(self.transport, "era_probe", None) == "discover":
+            try:
+                answered = await self._answers_ping()
+            except McpError as error:
+                await self._restart_legacy(error, "ping")
+                return
+            if answered:
+                try:
+                    await self._open_legacy(verdict=True)
+                except McpError as error:
+                    if not self._adopt_modern(error):
+                        raise
+                return
         message = jsonrpc.request(next(self.ids), DISCOVER, {"_meta": self._meta})
         try:
-            response = await self._await_probe(message)
-        except _ProbeTimeout as silent:
+            response = await await_probe(self.transport, message, self.options.probe_timeout)
+        except ProbeTimeout as silent:
             # A server silent on an unknown request is a legacy one. A modern server that was
             # only slow to start (a loaded machine) answers the probe before `initialize`, as it
             # answers in order: `_open_legacy` then keeps to the modern era, and a modern-only
@@ -573,14 +579,7 @@ class Connection:
                 await asyncio.gather(silent.probe, return_exceptions=True)
             return
         except McpError as error:
-            restart = getattr(self.transport, "restart", None)
-            if error.code not in (CONNECTION_CLOSED, PROTOCOL_VIOLATION) or restart is None:
-                raise
-            # It died or wrote garbage on the probe: a legacy server, started afresh.
-            logger.info("the server failed the server/discover probe (%s); restarting it for "
-                        "an initialize-based session", error.message)  # fmt: skip
-            await restart()
-            await self._open_legacy()
+            await self._restart_legacy(error, DISCOVER)
             return
         error_member = response.get("error")
         if error_member is not None:
@@ -607,41 +606,34 @@ class Connection:
             f"client speaks {', '.join(SUPPORTED_PROTOCOL_VERSIONS)}",
         )
 
-    async def _await_probe(self, message: dict[str, Any]) -> dict[str, Any]:
-        """The probe's response; `_ProbeTimeout` past `probe_timeout`, and
-        `McpError(PROTOCOL_VIOLATION)` as soon as the server writes what is not JSON-RPC."""
-        noise: asyncio.Event | None = getattr(self.transport, "noise", None)
-        if noise is not None:
-            noise.clear()  # only what the server writes in answer to the probe counts
-        request = asyncio.ensure_future(self.transport.request(message))
-        waiters: set[asyncio.Future[Any]] = {request}
-        garbage = asyncio.ensure_future(noise.wait()) if noise is not None else None
-        if garbage is not None:
-            waiters.add(garbage)
-        # An authorization flow (which may wait for a person to sign in) runs inside the
-        # probe's exchange on a protected server: its silence says nothing about the era.
-        authorizing = getattr(self.transport, "auth", None) is not None
-        done: set[asyncio.Future[Any]] = set()
+    async def _answers_ping(self) -> bool:
+        """Ask `ping`, in the modern shape, before `server/discover`: True when the server
+        answered it, which only a legacy server does (2026-07-28 has no ping, and a server of
+        both eras takes the request's `_meta` for the modern era's).
+
+        A legacy server answers ping before `initialize` quietly, where every request it does
+        not know, the probe among them, costs a long validation error on its stderr (mcp 1.x
+        logs one per unknown request). Any refusal or silence leaves the era to the probe."""
+        message = jsonrpc.request(next(self.ids), "ping", {"_meta": self._meta})
         try:
-            done, _ = await asyncio.wait(
-                waiters,
-                timeout=None if authorizing else self.options.probe_timeout,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        finally:
-            silent = not done
-            for waiter in waiters:
-                # A silent server's probe stays open: a late answer may still show a modern
-                # server that was slow to start (see `_probe`).
-                if not waiter.done() and not (silent and waiter is request):
-                    waiter.cancel()
-            ended = [w for w in waiters if not (silent and w is request)]
-            await asyncio.gather(*ended, return_exceptions=True)
-        if request in done and not request.cancelled():
-            return request.result()
-        if garbage is not None and garbage in done:
-            raise McpError(PROTOCOL_VIOLATION, "the server wrote garbage in answer to the probe")
-        raise _ProbeTimeout(request)
+            response = await await_probe(self.transport, message, self.options.probe_timeout)
+        except ProbeTimeout as silent:
+            silent.probe.cancel()
+            await asyncio.gather(silent.probe, return_exceptions=True)
+            return False
+        return "result" in response
+
+    async def _restart_legacy(self, error: McpError, method: str) -> None:
+        """After the server died or wrote garbage in answer to `method` before `initialize`:
+        a legacy server, started afresh and spoken to in an initialize-based session. Any
+        other failure is raised."""
+        restart = getattr(self.transport, "restart", None)
+        if error.code not in (CONNECTION_CLOSED, PROTOCOL_VIOLATION) or restart is None:
+            raise error
+        logger.info("the server failed the %s probe (%s); restarting it for an "
+                    "initialize-based session", method, error.message)  # fmt: skip
+        await restart()
+        await self._open_legacy()
 
     async def _open_legacy_or_modern(self, probe: asyncio.Future[dict[str, Any]]) -> None:
         try:

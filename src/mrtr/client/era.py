@@ -1,10 +1,13 @@
 """Which era a server speaks: 2026-07-28 ("modern") or `initialize`-based ("legacy").
 
 The rules follow the spec's Backward Compatibility sections (versioning, stdio, Streamable
-HTTP). A `server/discover` probe that succeeds, or fails with a *recognised modern error*,
-identifies a modern server; any other answer (an error, garbage, silence past the probe
-timeout, a server that exits) identifies a legacy one. The fallback is never keyed to one
-error code: legacy servers answer unknown pre-`initialize` requests in many ways.
+HTTP). Over stdio a `ping` in the modern shape goes first: 2026-07-28 has no ping, so only a
+legacy server answers it (quietly, where an unknown request such as the probe makes an mcp 1.x
+server log a long validation error), and then no probe follows. A `server/discover` probe
+that succeeds, or fails with a *recognised modern error*, identifies a modern server; any
+other answer (an error, garbage, silence past the probe timeout, a server that exits)
+identifies a legacy one. The fallback is never keyed to one error code: legacy servers answer
+unknown pre-`initialize` requests in many ways.
 
 A recognised modern error is one only a 2026-07-28 server sends: `-32022` whose
 `data.supported` names a modern version, `-32021` with `data.requiredCapabilities`, or the
@@ -21,8 +24,7 @@ from it.
 
 The verdict belongs to the server: it is cached per origin and path for HTTP, and per command
 (with its arguments, directory and environment) for stdio, for this process's lifetime, so a
-legacy server is probed once, not on every connection (an mcp 1.x server logs a long
-validation error for each `server/discover` it is sent). Only an unambiguous answer is cached:
+legacy server is probed once, not on every connection. Only an unambiguous answer is cached:
 a legacy verdict once `initialize` has confirmed what an error or a discover result showed,
 never a silent probe (a slow server), a crash, or one error that answered the request itself.
 A cached verdict is re-examined when it later proves wrong.

@@ -114,8 +114,8 @@ class ClientOptions:
     client's own handlers between rounds are not counted (`max_total_timeout` bounds a flow).
     `protocol`: `"auto"` (the default) finds out whether the server speaks 2026-07-28 or an
     `initialize`-based revision and speaks the same; `"modern"` and `"legacy"` insist on one.
-    `probe_timeout`: seconds a stdio server has to answer the `server/discover` probe before
-    it is taken for a legacy server that ignores unknown requests.
+    `probe_timeout`: seconds a stdio server has to answer the era probe's `ping`, and then
+    its `server/discover`, before it is taken for a legacy server that ignores them.
     `tasks`: the tasks extension (see `TaskOptions`).
     `auth`: authorization for HTTP servers (an `mrtr.client.auth.OAuth`), used by `Client.http`
     when it is given none itself.

@@ -1,7 +1,8 @@
 """The official Python SDK 2.x client (`mcp.Client`) running the matrix checks.
 
 Run with the peer's interpreter: `python mcp2_client.py stdio COMMAND...` or
-`python mcp2_client.py http URL`; MATRIX_MODE picks its mode (`legacy`: the initialize
+`python mcp2_client.py http URL` or `python mcp2_client.py sse URL` (HTTP+SSE, 2024-11-05's
+transport: initialize-based sessions only); MATRIX_MODE picks its mode (`legacy`: the initialize
 handshake; `auto`: 2026-07-28 when the server speaks it).
 """
 
@@ -15,6 +16,7 @@ import mcp
 import mcp_types as types
 from checks import Answers, run_checks, target
 from mcp import MCPError, StdioServerParameters
+from mcp.client.sse import sse_client
 
 
 class Peer:
@@ -98,6 +100,8 @@ async def main() -> None:
     if transport == "stdio":
         command, *args = where.split("\0")
         server: Any = StdioServerParameters(command=command, args=args)
+    elif transport == "sse":
+        server = sse_client(where)
     else:
         server = where
     async with mcp.Client(
