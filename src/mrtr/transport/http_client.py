@@ -45,13 +45,16 @@ Servers that speak only the HTTP+SSE transport of 2024-11-05 are found as the sp
 compatibility asks: an `initialize` POST answered 400, 404 or 405 is followed by a `GET` of the
 same URL, and an event stream whose first event is `endpoint` makes the rest of the exchange go
 over that transport (`http_sse_client.py`); a URL whose path ends in `/sse` goes there at once.
+
+The parts: `http_request_headers.py` (the headers of each request), `http_answers.py` (what an
+HTTP answer means), `http_response_stream.py` (reading an SSE response stream) and
+`http_session_traffic.py` (a legacy session's GET stream, resumption and server requests).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import itertools
 import logging
 from collections.abc import Mapping
@@ -62,29 +65,32 @@ import orjson
 from multidict import CIMultiDict
 from yarl import URL
 
-import mrtr.transport.headers as mcp_headers
 import mrtr.transport.http_refusal as refusal
 
 from ..deadline import Deadline
-from ..protocol import jsonrpc
-from ..protocol import meta as meta_keys
 from ..protocol.errors import (
     CONNECTION_CLOSED,
     HEADER_MISMATCH,
     HTTP_ERROR,
-    INTERNAL_ERROR,
-    METHOD_NOT_FOUND,
-    PROTOCOL_VIOLATION,
     REQUEST_TIMEOUT,
-    RESPONSE_TOO_LARGE,
     SESSION_EXPIRED,
     McpError,
 )
-from ..protocol.versions import LATEST_PROTOCOL_VERSION
 from .base import MAX_MESSAGE_SIZE, NotificationHandler, RequestHandler
-from .http_session import SESSION_ID, HTTPSession, StreamCursor, visible_ascii
+from .http_answers import (
+    error_code,
+    http_error,
+    json_response,
+    not_jsonrpc,
+    read_body,
+    same_origin_location,
+    session_id_of,
+)
+from .http_request_headers import RequestHeaders
+from .http_response_stream import ANY_RESPONSE, drain
+from .http_session import HTTPSession, StreamCursor, visible_ascii
+from .http_session_traffic import SessionTraffic
 from .http_sse_client import OLD_TRANSPORT_STATUSES, SSEClientSession
-from .sse import SSEDecoder, SSEError, SSEEventTooLarge, SSEFrame
 
 if TYPE_CHECKING:
     from ..client.auth.oauth import OAuth
@@ -150,16 +156,10 @@ class _TurnedAway(Exception):
 
 
 _MAX_MOVES = 3  # same-origin redirects followed for one request
-_HEADER_CACHE_SIZE = 1024  # distinct (method, name, version) header blocks kept
 _SSE = "text/event-stream"
-_MAX_SERVER_REQUESTS = 64  # server requests of one session answered at once; more are dropped
 _LISTEN_OPEN_WAIT = 5.0  # seconds start_legacy_session waits for the GET stream to open
 _CLOSE_WAIT = 5.0  # seconds the closing DELETE (and the session's tasks) may take
 _DELIVERY_WAIT = 30.0  # seconds a response or notification may take with `timeout=0`
-# What a stream read accepts as its response: any (a 2026-07-28 POST stream, as before), none
-# (the standalone GET stream, which carries no responses), or else the request's own id.
-_ANY_RESPONSE: Any = object()
-_NO_RESPONSE: Any = object()
 #: What bounds an exchange that has no time limit (a listen stream, or `timeout=0`).
 _UNBOUNDED = contextlib.nullcontext()
 
@@ -226,16 +226,24 @@ class HTTPTransport:
         self._connect_timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=timeout if timeout > 0 else None
         )
-        #: `x-mcp-header` annotations of the tools seen in `tools/list` results, by tool name.
-        self._tool_headers: dict[str, tuple[mcp_headers.HeaderParam, ...]] = {}
+        self._headers = RequestHeaders(self._base_headers)
         self._own_ids = itertools.count(1)
-        self._header_cache: dict[tuple[Any, Any, Any], CIMultiDict[str]] = {}
         #: The server speaks the HTTP+SSE transport (2024-11-05): a URL ending in `/sse`,
         #: or found by the backwards-compatibility procedure.
         self.old_transport = self.url.path.rstrip("/").endswith("/sse")
         #: The HTTP+SSE session, while one is open.
         self._sse: SSEClientSession | None = None
         self._initialize_status: int | None = None  # of the last initialize POST
+        self._traffic = SessionTraffic(
+            self,
+            session=lambda: self._session,
+            require_session=self._require_session,
+            current=lambda: self._legacy,
+            session_expired=self._session_expired,
+            deliver=self._deliver,
+            on_notification=lambda: self._on_notification,
+            on_request=lambda: self._on_request,
+        )
 
     @property
     def era_probe(self) -> str:
@@ -306,7 +314,7 @@ class HTTPTransport:
             except asyncio.CancelledError:
                 # A legacy server does not take a closed stream for a cancellation (a network
                 # drop looks the same), so it is told.
-                self._cancel_on_server(legacy, message)
+                self._traffic.cancel_on_server(legacy, message)
                 if call.error is not None and task is not None and task.uncancel() == 0:
                     raise call.error from None  # an answer of ours was lost: ended early
                 raise
@@ -315,11 +323,11 @@ class HTTPTransport:
                 refusal.current_call.reset(token)
         response = await self._request(message, bounded)
         if method == "tools/list":
-            self._screen_tools(response)
+            self._headers.screen_tools(response)
         elif (
             method == "tools/call"
             and "error" in response
-            and _error_code(response) == HEADER_MISMATCH
+            and error_code(response) == HEADER_MISMATCH
         ):
             response = await self._retry_with_fresh_headers(message, response)
         return response
@@ -394,7 +402,7 @@ class HTTPTransport:
             return
         self._require_session()
         legacy = self._legacy
-        headers = legacy.headers if legacy is not None else self._headers_for(message)
+        headers = legacy.headers if legacy is not None else self._headers.for_message(message)
         error = await self._deliver(message, headers, str(message.get("method")), legacy)
         if error is not None:
             raise error
@@ -431,8 +439,8 @@ class HTTPTransport:
                             return self._session_expired(legacy, what)
                         if status < 300:
                             return None
-                        body = await self._read_body(response, what)
-                        error = _http_error(response, body, what)
+                        body = await read_body(response, what, self.max_message_size)
+                        error = http_error(response, body, what)
                         if status != 503:
                             return error
                         wait = refusal.retry_after(response.headers.get("Retry-After"))
@@ -483,7 +491,7 @@ class HTTPTransport:
         elif legacy is not None:
             headers = legacy.headers
         else:
-            headers = self._headers_for(message)
+            headers = self._headers.for_message(message)
         exempt = bounded or method == "subscriptions/listen" or self._timeout <= 0
         limit = None if exempt else self._timeout
         sent = message
@@ -557,7 +565,7 @@ class HTTPTransport:
         `_request` does with them."""
         # A legacy stream may carry other responses (replays, a confused server): only ours ends
         # it. A 2026-07-28 stream keeps its rule: the response on it is the answer.
-        expect = message.get("id") if legacy is not None else _ANY_RESPONSE
+        expect = message.get("id") if legacy is not None else ANY_RESPONSE
         try:
             with Deadline(limit) if limit is not None else _UNBOUNDED:
                 async with session.post(
@@ -567,12 +575,12 @@ class HTTPTransport:
                     if status == 404 and legacy is not None and legacy.session_id is not None:
                         raise self._session_expired(legacy, method)
                     if status in (307, 308):
-                        target = _same_origin_location(response)
+                        target = same_origin_location(response)
                         if target is not None:
                             raise _Moved(target)
                     if method == "initialize":
                         self._initialize_status = status
-                        session_id = _session_id_of(response) if 200 <= status < 300 else None
+                        session_id = session_id_of(response) if 200 <= status < 300 else None
                         answer = await self._answer_in(response, method, expect, legacy)
                         self._open_session(answer, session_id)
                         return answer
@@ -617,18 +625,18 @@ class HTTPTransport:
         content_type = response.content_type
         status = response.status
         if 300 <= status < 400:
-            raise _http_error(response, b"", method)
+            raise http_error(response, b"", method)
         if content_type == _SSE and status == 200:
             return await self._read_stream(response, method, expect, legacy)
         declared = response.content_length
         if declared is not None and declared <= self.max_message_size:
-            body = await response.read()  # `_read_body`'s common case, one frame less
+            body = await response.read()  # `read_body`'s common case, one frame less
         else:
-            body = await self._read_body(response, method)
-        answer = _json_response(body) if content_type == "application/json" else None
+            body = await read_body(response, method, self.max_message_size)
+        answer = json_response(body) if content_type == "application/json" else None
         if 200 <= status < 300 and status != 202:
             if answer is None:
-                raise _not_jsonrpc(response, body, method)
+                raise not_jsonrpc(response, body, method)
             return answer
         # An error status counts as the server's answer only with a JSON-RPC error in it
         # (a 401's {"error": "invalid_token"}, say, is an HTTP error, not a JSON-RPC one), and
@@ -636,36 +644,10 @@ class HTTPTransport:
         # taken up (an overload, a timeout, a size limit): that is an HTTP error, so the status
         # is what the caller (and the client's era detection) reads.
         if answer is None or "error" not in answer:
-            raise _http_error(response, body, method)
+            raise http_error(response, body, method)
         if answer.get("id") is None and (status >= 500 or status in _NOT_TAKEN_UP):
-            raise _http_error(response, body, method)
+            raise http_error(response, body, method)
         return answer
-
-    async def _read_body(self, response: aiohttp.ClientResponse, method: str) -> bytes:
-        """The whole body, refused unread past `max_message_size` (a hostile server's endless
-        body must not exhaust the client's memory)."""
-        limit = self.max_message_size
-        declared = response.content_length
-        if declared is not None and declared <= limit:
-            return await response.read()
-        if declared is None:  # chunked: read up to the limit
-            chunks: list[bytes] = []
-            size = 0
-            async for chunk in response.content.iter_chunked(64 * 1024):
-                size += len(chunk)
-                if size > limit:
-                    break
-                chunks.append(chunk)
-            else:
-                return b"".join(chunks)
-        raise self._too_large(method)
-
-    def _too_large(self, method: str) -> McpError:
-        return McpError(
-            RESPONSE_TOO_LARGE,
-            f"{method}: a response from {self.url} is larger than max_message_size "
-            f"({self.max_message_size} bytes); not read",
-        )
 
     # --- SSE streams -------------------------------------------------------------------------
 
@@ -677,154 +659,23 @@ class HTTPTransport:
         legacy: HTTPSession | None,
     ) -> dict[str, Any]:
         cursor = StreamCursor()
-        answer = await self._drain(response, method, cursor, legacy, expect)
+        answer = await drain(
+            response,
+            method,
+            cursor,
+            legacy,
+            expect,
+            url=self.url,
+            max_size=self.max_message_size,
+            on_notification=self._on_notification,
+            on_request=self._traffic.answer_later,
+        )
         if answer is not None:
             return answer
         if legacy is None or not cursor.last_event_id:
             raise _StreamBroken("the response stream ended before the response")
         logger.info("%s: the response stream ended early; resuming it", method)
-        return await self._resume(method, cursor, legacy, expect)
-
-    async def _drain(
-        self,
-        response: aiohttp.ClientResponse,
-        method: str,
-        cursor: StreamCursor,
-        legacy: HTTPSession | None,
-        expect: Any,
-    ) -> dict[str, Any] | None:
-        """Deliver what one SSE connection carries until the awaited response, which is
-        returned, or the connection's end (None). A break is raised, unless the stream can be
-        resumed (a legacy stream with an event id), when it counts as an end."""
-        decoder = SSEDecoder(self.max_message_size)
-        try:
-            try:
-                async for chunk in response.content.iter_any():
-                    for frame in decoder.feed_frames(chunk):
-                        answer = await self._take_frame(frame, cursor, legacy, expect)
-                        if answer is not None:
-                            return answer
-                    if decoder.retry is not None:
-                        cursor.retry = decoder.retry
-                for frame in decoder.close_frames():
-                    answer = await self._take_frame(frame, cursor, legacy, expect)
-                    if answer is not None:
-                        return answer
-            except (
-                aiohttp.ServerDisconnectedError,
-                aiohttp.ClientPayloadError,
-                aiohttp.ClientOSError,
-            ):
-                if legacy is None or not cursor.last_event_id:
-                    raise
-        except SSEEventTooLarge:
-            raise self._too_large(method) from None
-        except SSEError as exc:
-            raise McpError(
-                HTTP_ERROR, f"unreadable response stream from {self.url}: {exc}"
-            ) from None
-        if decoder.retry is not None:
-            cursor.retry = decoder.retry
-        return None
-
-    async def _resume(
-        self, method: str, cursor: StreamCursor, legacy: HTTPSession, expect: Any
-    ) -> dict[str, Any]:
-        """Take the rest of a broken legacy response stream with GET + `Last-Event-ID`, after
-        the `retry` time the server named; never re-send the request itself."""
-        session = self._require_session()
-        failures = 0
-        while True:
-            await asyncio.sleep(cursor.delay(self.reconnect_delay, failures))
-            if self._legacy is not legacy:
-                raise McpError(
-                    CONNECTION_CLOSED,
-                    f"{method}: the session ended before the response arrived; the server may "
-                    "have run the request",
-                    {"mayHaveRun": True},
-                )
-            before = cursor.progress
-            try:
-                async with session.get(
-                    self.url,
-                    headers=legacy.stream_headers(cursor.last_event_id),
-                    allow_redirects=False,
-                ) as response:
-                    status = response.status
-                    if status == 404 and legacy.session_id is not None:
-                        raise self._session_expired(legacy, method)
-                    if status == 200 and response.content_type == _SSE:
-                        answer = await self._drain(response, method, cursor, legacy, expect)
-                        if answer is not None:
-                            return answer
-                    elif status < 500:  # a refusal; a 5xx may pass, so it counts as a failure
-                        body = await self._read_body(response, method)
-                        raise McpError(
-                            CONNECTION_CLOSED,
-                            f"{method}: the response stream ended before the response, and the "
-                            f"server refused to resume it (HTTP {status}); the server may have "
-                            "run the request, so it was not sent again",
-                            {"mayHaveRun": True, "status": status, "body": _text(body)},
-                        )
-            except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
-                logger.info("%s: resuming the response stream failed (%s)", method, exc)
-            except aiohttp.ClientOSError as exc:  # the connection was refused or broke
-                logger.info("%s: resuming the response stream failed (%s)", method, exc)
-            failures = 0 if cursor.progress > before else failures + 1
-            if failures >= self.max_resumptions:
-                raise McpError(
-                    CONNECTION_CLOSED,
-                    f"{method}: the response stream ended before the response and "
-                    f"{failures} reconnections in a row brought nothing new; giving up (the "
-                    "server may have run the request, so it was not sent again)",
-                    {"mayHaveRun": True},
-                )
-
-    async def _take_frame(
-        self,
-        frame: SSEFrame,
-        cursor: StreamCursor,
-        legacy: HTTPSession | None,
-        expect: Any,
-    ) -> dict[str, Any] | None:
-        """Deliver one event; return it when it is the awaited response."""
-        if legacy is not None and not cursor.take(frame.id):
-            return None  # replayed: delivered already
-        data = frame.data
-        if data is None or frame.event != "message" or not data.strip():
-            return None  # an id-only or priming event
-        try:
-            message = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            logger.warning("ignoring an SSE event that is not JSON: %.80r", data)
-            return None
-        if not isinstance(message, dict):
-            return None
-        if "method" in message:
-            if "id" in message:
-                if legacy is None:
-                    # Servers may not send requests on a 2026-07-28 stream (MRTR replaced them).
-                    logger.warning(
-                        "ignoring request %r sent on a response stream", message["method"]
-                    )
-                else:
-                    self._answer_later(legacy, message)
-                return None
-            handler = self._on_notification
-            if handler is not None:
-                outcome = handler(message)
-                if inspect.isawaitable(outcome):
-                    await outcome
-            return None
-        if not _is_response(message):
-            logger.warning("ignoring an SSE event that is not a JSON-RPC message: %.80r", data)
-            return None
-        if expect is _ANY_RESPONSE or _same_id(message.get("id"), expect):
-            return message
-        if message.get("id") is None and expect is not _NO_RESPONSE:
-            return message  # an error about a request the server could not read: ours
-        logger.warning("ignoring a response to %r, which this stream does not await", message["id"])
-        return None
+        return await self._traffic.resume(method, cursor, legacy, expect)
 
     # --- legacy sessions ---------------------------------------------------------------------
 
@@ -852,7 +703,7 @@ class HTTPTransport:
         if legacy.listener is not None or self._session is None:
             return
         opened = asyncio.Event()
-        legacy.listener = asyncio.create_task(self._listen(legacy, opened))
+        legacy.listener = asyncio.create_task(self._traffic.listen(legacy, opened))
         # Wait until the server has the stream (or refused it), so that what it sends from
         # now on has a stream to go to rather than racing the GET.
         try:
@@ -899,216 +750,6 @@ class HTTPTransport:
             {"status": 404},
         )
 
-    async def _listen(self, legacy: HTTPSession, opened: asyncio.Event) -> None:
-        """The standalone GET stream: the server's notifications and requests that belong to
-        no request of ours. Reconnected (resumed when it had event ids) while the session
-        lasts, until `max_resumptions` connections in a row bring nothing new."""
-        session = self._require_session()
-        refusal.current_call.set(None)  # its server requests belong to no call of ours
-        cursor = StreamCursor()
-        failures = 0
-        first = True
-        try:
-            while self._legacy is legacy:
-                if not first:
-                    await asyncio.sleep(cursor.delay(self.reconnect_delay, failures))
-                first = False
-                before = cursor.progress
-                try:
-                    async with session.get(
-                        self.url,
-                        headers=legacy.stream_headers(cursor.last_event_id),
-                        allow_redirects=False,
-                    ) as response:
-                        opened.set()
-                        status = response.status
-                        if status == 200 and response.content_type == _SSE:
-                            await self._drain(response, "GET stream", cursor, legacy, _NO_RESPONSE)
-                        elif status == 405:
-                            logger.debug("the server offers no GET stream (405)")
-                            return
-                        elif status < 500:
-                            logger.info("the server refused the GET stream (HTTP %d)", status)
-                            return
-                except (aiohttp.ClientError, OSError) as exc:
-                    logger.info("the GET stream broke (%s)", exc)
-                except McpError as exc:  # an event too large, an unreadable stream
-                    logger.warning("the GET stream: %s", exc.message)
-                failures = 0 if cursor.progress > before else failures + 1
-                if failures >= self.max_resumptions:
-                    logger.warning(
-                        "giving up the GET stream after %d connections in a row brought "
-                        "nothing new",
-                        failures,
-                    )
-                    return
-        finally:
-            opened.set()
-
-    def _answer_later(self, legacy: HTTPSession, message: dict[str, Any]) -> None:
-        """Answer a server request in a task of its own, so the stream it came on goes on."""
-        request_id = message.get("id")
-        if not jsonrpc.is_valid_id(request_id):
-            logger.warning("ignoring a server request with an invalid id: %.80r", request_id)
-            return
-        if not legacy.first_time(request_id):
-            logger.info("ignoring the server's request %r: it came before", request_id)
-            return
-        if len(legacy.tasks) >= _MAX_SERVER_REQUESTS:
-            logger.warning(
-                "ignoring the server's request %r: %d are being answered already",
-                request_id,
-                len(legacy.tasks),
-            )
-            return
-        task = asyncio.create_task(self._answer(legacy, message, refusal.current_call.get()))
-        legacy.tasks.add(task)
-        task.add_done_callback(legacy.tasks.discard)
-
-    async def _answer(
-        self, legacy: HTTPSession, message: dict[str, Any], call: refusal.PendingCall | None
-    ) -> None:
-        """Work out the answer to the server's request and POST it; one that cannot be
-        delivered ends `call`, the request whose stream the question came on."""
-        method = message.get("method")
-        handler = self._on_request
-        response: dict[str, Any]
-        if handler is None:
-            response = jsonrpc.error_response(
-                message["id"], McpError(METHOD_NOT_FOUND, f"this client does not handle {method}")
-            )
-        else:
-            try:
-                response = await handler(message)
-            except Exception:  # the contract says it never raises; the server still gets word
-                logger.exception("answering the server's %s request failed", method)
-                response = jsonrpc.error_response(
-                    message["id"], McpError(INTERNAL_ERROR, f"the client failed to answer {method}")
-                )
-        what = f"the answer to the server's {method}"
-        error = await self._send_to_session(legacy, response, what)
-        if error is not None and call is not None:
-            # Never SESSION_EXPIRED, even when that is the cause: the client re-sends a request
-            # refused with it, and this one ran (it asked the question).
-            call.fail(
-                McpError(
-                    CONNECTION_CLOSED,
-                    f"{error.message}. The server waits for that answer, so the request that "
-                    "it belongs to was ended rather than left to time out; it may have run "
-                    "in part",
-                    {"mayHaveRun": True, "undelivered": str(method), "cause": error.to_error()},
-                )
-            )
-
-    def _cancel_on_server(self, legacy: HTTPSession, message: dict[str, Any]) -> None:
-        """Tell a legacy server that the caller gave up on request `message`."""
-        if "id" not in message or len(legacy.tasks) >= _MAX_SERVER_REQUESTS:
-            return
-        cancelled = jsonrpc.notification(
-            "notifications/cancelled", {"requestId": message["id"], "reason": "cancelled"}
-        )
-        task = asyncio.create_task(self._tell(legacy, cancelled, "a cancellation"))
-        legacy.tasks.add(task)
-        task.add_done_callback(legacy.tasks.discard)
-
-    async def _tell(self, legacy: HTTPSession, message: dict[str, Any], what: str) -> None:
-        """`_send_to_session`, for a notification no one waits on."""
-        await self._send_to_session(legacy, message, what)
-
-    async def _send_to_session(
-        self, legacy: HTTPSession, message: dict[str, Any], what: str
-    ) -> McpError | None:
-        """POST a response or notification on the session (`_deliver`: re-sent while the
-        server refuses it unread); returns, and logs, why it could not be delivered."""
-        if self._session is None or self._legacy is not legacy:
-            return None
-        error = await self._deliver(message, legacy.headers, what, legacy)
-        if error is not None:
-            logger.warning("not delivered: %s", error.message)  # it names `what` first
-        return error
-
-    # --- headers -----------------------------------------------------------------------------
-
-    def _headers_for(self, message: dict[str, Any]) -> CIMultiDict[str]:
-        params = message.get("params")
-        method = message.get("method")
-        if type(params) is not dict or type(method) is not str:
-            return self._build_headers(message)  # nothing the cache could be keyed on
-        field = mcp_headers.NAME_FIELDS.get(method)
-        name = params.get(field) if field is not None else None
-        meta = params.get("_meta")
-        version = meta.get(meta_keys.PROTOCOL_VERSION) if type(meta) is dict else None
-        # A request's headers depend on its method, name and version alone unless the tool
-        # mirrors arguments into Mcp-Param-* headers; those blocks are built once and reused
-        # (aiohttp copies what it is given). Exact `str` types only (or None): anything else
-        # is built afresh, as is a call of a tool with Mcp-Param-* headers.
-        if (
-            (name is None or type(name) is str)
-            and (version is None or type(version) is str)
-            and not (method == "tools/call" and self._tool_headers.get(name))  # type: ignore[arg-type]
-        ):
-            key = (method, name, version)
-            cached = self._header_cache.get(key)
-            if cached is None:
-                cached = self._build_headers(message)
-                if len(self._header_cache) >= _HEADER_CACHE_SIZE:
-                    self._header_cache.clear()
-                self._header_cache[key] = cached
-            return cached
-        return self._build_headers(message)
-
-    def _build_headers(self, message: dict[str, Any]) -> CIMultiDict[str]:
-        headers = self._base_headers.copy()
-        method = message.get("method")
-        if isinstance(method, str):
-            headers[mcp_headers.METHOD] = method
-        params = message.get("params")
-        if not isinstance(params, dict):
-            params = {}
-        meta = params.get("_meta")
-        version = meta.get(meta_keys.PROTOCOL_VERSION) if isinstance(meta, dict) else None
-        headers[mcp_headers.PROTOCOL_VERSION] = (
-            version if isinstance(version, str) else LATEST_PROTOCOL_VERSION
-        )
-        field = mcp_headers.NAME_FIELDS.get(method) if isinstance(method, str) else None
-        if field is not None:
-            name = params.get(field)
-            if isinstance(name, str):
-                headers[mcp_headers.NAME] = mcp_headers.encode_value(name)
-                if method == "tools/call":
-                    headers.update(self._param_headers(name, params.get("arguments")))
-        return headers
-
-    def _param_headers(self, tool: str, arguments: Any) -> dict[str, str]:
-        found = {}
-        for param in self._tool_headers.get(tool, ()):
-            text = mcp_headers.format_argument(mcp_headers.argument_at(arguments, param.path))
-            if text is not None:
-                found[param.header] = mcp_headers.encode_value(text)
-        return found
-
-    def _screen_tools(self, response: dict[str, Any]) -> None:
-        """Remember the tools' header annotations; drop tools whose annotations are invalid."""
-        result = response.get("result")
-        tools = result.get("tools") if isinstance(result, dict) else None
-        if not isinstance(tools, list):
-            return
-        kept = []
-        for tool in tools:
-            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
-                kept.append(tool)
-                continue
-            name = tool["name"]
-            try:
-                self._tool_headers[name] = mcp_headers.header_params(tool.get("inputSchema"))
-            except mcp_headers.InvalidHeaderAnnotation as exc:
-                self._tool_headers.pop(name, None)
-                logger.warning("leaving out tool %r from tools/list: %s", name, exc)
-                continue
-            kept.append(tool)
-        if len(kept) != len(tools):
-            result["tools"] = kept  # type: ignore[index]
-
     async def _retry_with_fresh_headers(
         self, message: dict[str, Any], response: dict[str, Any]
     ) -> dict[str, Any]:
@@ -1117,7 +758,7 @@ class HTTPTransport:
         if not isinstance(params, dict) or not isinstance(params.get("name"), str):
             return response
         tool, arguments = params["name"], params.get("arguments")
-        before = self._param_headers(tool, arguments)
+        before = self._headers.param_headers(tool, arguments)
         meta = params.get("_meta")
         cursor: Any = None
         for _ in range(_MAX_TOOL_PAGES):
@@ -1136,30 +777,10 @@ class HTTPTransport:
             cursor = result.get("nextCursor") if isinstance(result, dict) else None
             if not isinstance(cursor, str):
                 break
-        if self._param_headers(tool, arguments) == before:
+        if self._headers.param_headers(tool, arguments) == before:
             return response
         logger.info("tools/call %r: retrying with the headers of the updated tool list", tool)
         return await self._request(message)
-
-
-def _session_id_of(response: aiohttp.ClientResponse) -> str | None:
-    """The session id an `initialize` response assigns, if any; one the spec does not allow
-    (not visible ASCII, or huge) is a protocol violation rather than a header to send back."""
-    value = response.headers.get(SESSION_ID)
-    if value is None:
-        return None
-    if not visible_ascii(value):
-        raise McpError(
-            PROTOCOL_VIOLATION,
-            f"initialize: the session id from {response.url} is not 1 to 1024 visible ASCII "
-            f"characters: {_snippet(value.encode())[:40]!r}",
-        )
-    return value
-
-
-def _same_id(received: Any, expected: Any) -> bool:
-    """JSON-RPC ids compare by type and value (1, 1.0, "1" and True are all different)."""
-    return type(received) is type(expected) and received == expected
 
 
 async def _settle(tasks: list[asyncio.Task[None]]) -> None:
@@ -1168,107 +789,6 @@ async def _settle(tasks: list[asyncio.Task[None]]) -> None:
     others = [task for task in tasks if task is not current]
     if others:
         await asyncio.wait(others, timeout=_CLOSE_WAIT)
-
-
-def _error_code(response: dict[str, Any]) -> Any:
-    error = response.get("error")
-    return error.get("code") if isinstance(error, dict) else None
-
-
-def _is_response(message: Any) -> bool:
-    """True for a JSON-RPC 2.0 response: an id, and a result or an error object."""
-    return (
-        isinstance(message, dict)
-        and message.get("jsonrpc") == "2.0"
-        and "id" in message
-        and ("result" in message or isinstance(message.get("error"), dict))
-    )
-
-
-def _json_response(body: bytes) -> dict[str, Any] | None:
-    """The JSON-RPC response in `body`, or None when it holds none."""
-    try:
-        message = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    return message if _is_response(message) else None
-
-
-def _snippet(body: bytes) -> str:
-    """The start of a body, fit to show a person (control characters replaced)."""
-    text = body[:200].decode("utf-8", "replace").strip()
-    return "".join(c if c.isprintable() else "?" for c in text)
-
-
-def _text(body: bytes) -> str:
-    """The first 200 characters of a body, as sent (what era detection inspects)."""
-    return body[:800].decode("utf-8", "replace")[:200]
-
-
-def _http_error(response: aiohttp.ClientResponse, body: bytes, method: str) -> McpError:
-    if response.status == 202:
-        return McpError(HTTP_ERROR, f"{method}: the server answered 202 Accepted, with no response")
-    if 300 <= response.status < 400:
-        return _redirected(response, method)
-    snippet = _snippet(body)
-    message = (
-        f"{method}: HTTP {response.status} {response.reason or ''}".rstrip()
-        + f" from {response.url}"
-        + (f": {snippet}" if snippet else "")
-    )
-    data: dict[str, Any] = {"status": response.status, "body": _text(body)}
-    if response.status in (429, 503):
-        # Retryable by the caller; not re-sent here, as nothing says it did not run.
-        wait = refusal.retry_after(response.headers.get("Retry-After"))
-        message += f" (retryable: the server asks to wait {wait:g} s)"
-        data["retryAfter"] = wait
-    challenge = response.headers.get("WWW-Authenticate")
-    if challenge is not None:
-        # What an authorization flow needs to go on (the scheme, realm, resource metadata).
-        message += f" (WWW-Authenticate: {_snippet(challenge.encode())})"
-        data["wwwAuthenticate"] = challenge
-    return McpError(HTTP_ERROR, message, data)
-
-
-def _same_origin_location(response: aiohttp.ClientResponse) -> URL | None:
-    """Where a 307/308 points, when that is the same origin (scheme, host and port) as the
-    request: such a redirect keeps the request and its headers with the server that already
-    had them, so it is followed. Any other is refused (`_redirected`)."""
-    location = response.headers.get("Location")
-    if not location:
-        return None
-    try:
-        target = response.url.join(URL(location))
-    except ValueError:
-        return None
-    here = response.url
-    if (target.scheme, target.host, target.port) != (here.scheme, here.host, here.port):
-        return None
-    return target
-
-
-def _redirected(response: aiohttp.ClientResponse, method: str) -> McpError:
-    """A redirect to another origin, or of another kind, never followed: it would carry the
-    request and the caller's headers (an API key, say) to wherever the server points."""
-    location = response.headers.get("Location")
-    where = _snippet(location.encode()) if location else "no Location"
-    return McpError(
-        HTTP_ERROR,
-        f"{method}: HTTP {response.status} from {response.url} redirects to {where}; MCP "
-        "requests do not follow redirects (the request and its headers would go there too): "
-        "if that address is the server's, connect to it directly",
-        {"status": response.status, "location": location[:2000] if location else None},
-    )
-
-
-def _not_jsonrpc(response: aiohttp.ClientResponse, body: bytes, method: str) -> McpError:
-    snippet = _snippet(body)
-    return McpError(
-        PROTOCOL_VIOLATION,
-        f"{method}: HTTP {response.status} from {response.url} is not a JSON-RPC response "
-        f"({response.content_type or 'no content type'})" + (f": {snippet}" if snippet else ""),
-        {"status": response.status},
-    )
 
 
 __all__ = ["HTTPTransport"]
