@@ -18,11 +18,14 @@ import signal
 from contextlib import AsyncExitStack
 from typing import Any
 
+import httpx
 import orjson
 import pytest
+import redis
 
 from mrtr import Client, ClientOptions, ElicitRequestParams, ElicitResult, ServerOptions
 from mrtr.server.redis_store import RedisBroker, RedisStore
+from mrtr.transport.http_legacy_shared import ANSWER_SLOTS
 from mrtr.transport.http_server import StreamableHTTPApp
 from redis_instance import RedisInstance, running_redis
 from servers.legacy_cluster_server import build
@@ -126,3 +129,62 @@ async def test_an_answer_whose_broker_message_is_lost_still_reaches_the_instance
     data = result.structured_content or {}
     assert (data["action"], data["ok"]) == ("accept", True)
     assert "an answer the broker lost was found in the store" in caplog.text
+
+
+async def test_answers_to_requests_never_sent_fill_at_most_the_sessions_places() -> None:
+    # What a client posts as answers is kept for the instance that asked: a client posting
+    # answers to requests nobody sent makes the store hold a bounded number per session.
+    with running_redis() as store_redis, running_redis() as broker_redis:
+        store = RedisStore(store_redis.url)
+        brokers = [RedisBroker(broker_redis.url) for _ in range(2)]
+        servers = [
+            build("answer-slots", ServerOptions(request_state_key=KEY, store=store, broker=broker))
+            for broker in brokers
+        ]
+        front = AnswersElsewhere([StreamableHTTPApp(server, sse_retry=0.05) for server in servers])
+        headers = {
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+        }
+        try:
+            async with AsyncExitStack() as stack:
+                for server in servers:
+                    await stack.enter_async_context(server.running())
+                base = await stack.enter_async_context(serve(front))
+                http = await stack.enter_async_context(httpx.AsyncClient(timeout=GUARD))
+                init = {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {"elicitation": {}},
+                        "clientInfo": {"name": "flood", "version": "0"},
+                    },
+                }
+                opened = await http.post(f"{base}/mcp", json=init, headers=headers)
+                assert opened.status_code == 200, opened.text
+                session = {**headers, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+                session["MCP-Protocol-Version"] = "2025-11-25"
+                note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                assert (await http.post(f"{base}/mcp", json=note, headers=session)).is_success
+                sent = 4 * ANSWER_SLOTS
+                for count in range(sent):
+                    # Each from another made-up instance, as an attacker would vary them.
+                    answer = {
+                        "jsonrpc": "2.0",
+                        "id": f"s-{count:012x}-{count}",
+                        "result": {"action": "accept", "content": {"pad": "x" * 1000}},
+                    }
+                    posted = await http.post(f"{base}/mcp", json=answer, headers=session)
+                    assert posted.status_code == 202, posted.text
+                with redis.Redis.from_url(store_redis.url) as inspect:
+                    kept = list(inspect.scan_iter(match="mrtr/answer/*"))
+                for app in front.apps:
+                    app.close()
+        finally:
+            await store.aclose()
+            for broker in brokers:
+                await broker.aclose()
+    assert front.relayed == sent
+    assert 0 < len(kept) <= ANSWER_SLOTS

@@ -14,6 +14,7 @@ import functools
 import logging
 import re
 import time
+import zlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,12 @@ KEPT_ANSWER_TTL = 60.0
 #: `ANSWER_LOOK_MOST` (rule 8).
 ANSWER_LOOK_FIRST = 0.5
 ANSWER_LOOK_MOST = 5.0
+#: Places one session has for relayed answers in a shared store (rule 8): an answer is kept in
+#: the place its request's count names (offset per instance), so that a client posting answers
+#: to requests never sent makes the store hold at most this many per session, each at most
+#: `MAX_KEPT_RESPONSE`, for `KEPT_ANSWER_TTL`. Two answers awaited at once in one place: the
+#: later overwrites the earlier, which then depends on the broker alone.
+ANSWER_SLOTS = 64
 #: The id of a request an instance of a shared session sent the client (its prefix and a count).
 _SERVER_REQUEST_ID = re.compile(r"s-[0-9a-f]{12}-[0-9]{1,18}")
 
@@ -269,7 +276,11 @@ class SharedSessions:
         )
 
     def _answer_key(self, channel: SessionChannel, request_id: jsonrpc.RequestId) -> str:
-        return f"mrtr/answer/{self.server.name}/{channel.digest}/{request_id}"
+        # Ids are `s-<instance prefix>-<count>` (`elsewhere`): consecutive requests of one
+        # instance take consecutive places, each instance from its own offset.
+        prefix, _, count = str(request_id).rpartition("-")
+        slot = (zlib.crc32(prefix.encode()) + int(count or 0)) % ANSWER_SLOTS
+        return f"mrtr/answer/{self.server.name}/{channel.digest}/{slot}"
 
     async def relay(self, channel: SessionChannel, response: dict[str, Any]) -> None:
         """Pass a client's response to the instance awaiting it: kept in the store first (a
@@ -314,9 +325,15 @@ class SharedSessions:
             except orjson.JSONDecodeError:
                 logger.warning("ignored an unreadable answer kept in the store for %r", request_id)
                 return
-            if isinstance(response, dict) and session.deliver(response):
-                logger.info("an answer the broker lost was found in the store (%r)", request_id)
-            return
+            if not isinstance(response, dict):
+                return
+            if session.deliver(response):
+                logger.info(
+                    "an answer the broker lost was found in the store (%r)", response.get("id")
+                )
+            if response.get("id") == request_id:
+                return
+            # Another answer in this request's place: this one may still come by the broker.
 
     def standalone_key(self, channel: SessionChannel) -> str:
         return f"mrtr/sse/{self.server.name}/{channel.digest}"
