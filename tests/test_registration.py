@@ -54,9 +54,9 @@ async def test_a_bare_decorator_registers_and_keeps_the_function() -> None:
 
 def test_a_bare_resource_decorator_says_it_needs_a_uri() -> None:
     server = Server("s")
-    with pytest.raises(TypeError, match=r"@server.resource needs the resource's URI"):
+    with pytest.raises(TypeError, match=r"@server.resource needs its URI: @server.resource\(uri\)"):
         server.resource(lambda: "x")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"@server.resource_template needs the URI template"):
+    with pytest.raises(TypeError, match=r"@server.resource_template needs its URI"):
         server.resource_template(lambda: "x")  # type: ignore[arg-type]
 
 

@@ -21,10 +21,13 @@ from collections.abc import Awaitable, Callable
 from types import FrameType
 from typing import Any
 
+import orjson
 import pytest
 
 from mrtr import RequestContext, Server
+from mrtr.transport.http_server import StreamableHTTPApp
 from mrtr_flows import accept, call_tool, result_of
+from test_http_fast_path import call, post
 from test_legacy_server import Peer, initialized, send
 
 
@@ -186,3 +189,44 @@ async def test_a_legacy_tool_that_asks_live_enters_each_module_once(middleware: 
     assert await _reentries(serve) == set()
     (asked,) = [m for m in peer.requests() if m["method"] == "elicitation/create"]
     assert asked["params"]["message"] == "Go on?"
+
+
+async def test_a_request_makes_no_call_through_the_server_facade() -> None:
+    server = _server(middleware=False)
+    entered: list[str] = []
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_globals.get("__name__") == "mrtr.server.server":
+            entered.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        response = await call_tool(server, "add", {"a": 1, "b": 2})
+    finally:
+        sys.setprofile(None)
+    assert result_of(response)["content"][0]["text"] == "3"
+    assert entered == []
+
+
+async def test_a_subclass_that_overrides_handle_request_still_sees_every_request() -> None:
+    seen: list[str] = []
+
+    class Counting(Server):
+        async def handle_request(
+            self, message: dict[str, Any], notify: Any = None, transport_info: Any = None,
+            session: Any = None,
+        ) -> dict[str, Any]:  # fmt: skip
+            seen.append(message["method"])
+            return await super().handle_request(message, notify, transport_info, session)
+
+    server = Counting("counting")
+
+    @server.tool
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    # The HTTP app hands each request to `handle_request`; a legacy one too.
+    status, _, body = await post(StreamableHTTPApp(server), call("add", {"a": 1, "b": 2}, id=7))
+    assert status == 200
+    assert orjson.loads(body)["result"]["structuredContent"] == {"result": 3}
+    assert seen == ["tools/call"]

@@ -247,7 +247,9 @@ class Registry:
     def tool_definition(self, name: str) -> dict[str, Any] | None:
         """The wire definition of tool `name`, as `tools/list` shows it, or None."""
         entry = self.tools.get(name)
-        return entry.wire if entry is not None and not self.hidden(entry) else None
+        if entry is None or (entry.tags and self.disabled and self.hidden(entry)):
+            return None
+        return entry.wire
 
     def tool_scopes(self, name: str) -> frozenset[str]:
         """The OAuth scopes a token needs to call tool `name` (none for an unknown tool)."""

@@ -102,7 +102,11 @@ class Server:
         )  # fmt: skip
         legacy = LegacyMethods(registry, invocation, options, caps, info, self.instructions)
         context = functools.partial(RequestContext, self, live=LIVE)
-        self._entry = Entry(self._modern, legacy, self._rounds, options, context)
+        entry = self._entry = Entry(self._modern, legacy, self._rounds, options, context)
+        _shortcut(
+            self, handle_message=entry.handle_message, handle_request=entry.handle_request,
+            tool_definition=registry.tool_definition,
+        )  # fmt: skip
         bound = functools.partial(lifespan, self) if lifespan is not None else None
         self._lifespan = LifespanRunner(name, bound)
         self._middleware: list[Middleware] = []
@@ -153,8 +157,7 @@ class Server:
 
     def resource(self, uri: str, **fields: Unpack[ResourceFields]) -> Callable[[F], F]:
         """Register a function as the static resource at `uri` (settings: `ResourceFields`)."""
-        if callable(uri):
-            raise TypeError("@server.resource needs the resource's URI: @server.resource(uri)")
+        _check_uri(uri, "resource", "uri")
 
         def register(fn: F) -> F:
             self._registry.add_resource(ResourceEntry(fn, uri, **fields))
@@ -167,11 +170,7 @@ class Server:
     ) -> Callable[[F], F]:
         """Register a function for every URI matching `uri_template` (its variables are
         the function's parameters; settings: `TemplateFields`)."""
-        if callable(uri_template):
-            raise TypeError(
-                "@server.resource_template needs the URI template: "
-                "@server.resource_template('scheme://{variable}')"
-            )
+        _check_uri(uri_template, "resource_template", "'scheme://{variable}'")
 
         def register(fn: F) -> F:
             entry = ResourceEntry(fn, uri_template, template=True, **fields)
@@ -358,6 +357,21 @@ class Server:
             run_loop(serve_http(self, **{**http_options(), **kwargs}))
         else:
             raise ValueError(f"unknown transport {transport!r}: use 'stdio' or 'http'")
+
+
+def _shortcut(server: Server, **methods: Callable[..., Any]) -> None:
+    """Give `server` its parts' own bound methods for those a transport calls per request, so a
+    request costs no call through the facade (the methods of `Server` document them); a
+    subclass's override is kept."""
+    for name, method in methods.items():
+        if getattr(type(server), name) is getattr(Server, name):
+            setattr(server, name, method)
+
+
+def _check_uri(uri: object, decorator: str, example: str) -> None:
+    """Refuse a decorator used bare, which hands it the function where its URI belongs."""
+    if callable(uri):
+        raise TypeError(f"@server.{decorator} needs its URI: @server.{decorator}({example})")
 
 
 __all__ = ["Lifespan", "Server"]
