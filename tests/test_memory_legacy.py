@@ -1,0 +1,105 @@
+"""`Client.in_memory` speaks the legacy era too: `ClientOptions(protocol="legacy")` opens an
+`initialize` session in memory, where a tool's question is a live server-to-client request
+answered by the client's own handlers, as on stdio."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from mrtr import (
+    Client,
+    ElicitRequestParams,
+    ElicitResult,
+    McpError,
+    RequestContext,
+    Server,
+    ServerOptions,
+    TextContent,
+)
+from mrtr.client.options import ClientOptions
+from mrtr.server.options import InputRequiredConfig
+
+server = Server("legacy-in-memory")
+
+
+@server.tool()
+async def greet(ctx: RequestContext) -> str:
+    """Ask for a name, then greet."""
+    answer = await ctx.elicit(
+        "Whom to greet?", {"type": "object", "properties": {"name": {"type": "string"}}}
+    )
+    era = "legacy session" if ctx.session is not None else "rounds"
+    assert answer.content is not None
+    return f"Hello, {answer.content['name']} ({era}, round {ctx.round})"
+
+
+CANCELLED: list[str] = []
+
+
+@server.tool()
+async def slow(ctx: RequestContext) -> str:
+    try:
+        await asyncio.sleep(30)
+    except asyncio.CancelledError:
+        CANCELLED.append("legacy session" if ctx.session is not None else "rounds")
+        raise
+    return "late"
+
+
+def text(result: Any) -> str:
+    return " ".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+async def test_a_legacy_in_memory_call_is_answered_live_by_the_elicitation_handler() -> None:
+    asked: list[str] = []
+
+    async def elicit(params: ElicitRequestParams) -> ElicitResult:
+        asked.append(params.message)
+        return ElicitResult(action="accept", content={"name": "Ada"})
+
+    options = ClientOptions(protocol="legacy")
+    async with Client.in_memory(server, options=options, elicitation_handler=elicit) as client:
+        result = await client.call_tool("greet", {})
+        # Live: the handler ran once, on the session, without a second round.
+        assert text(result) == "Hello, Ada (legacy session, round 0)"
+        assert asked == ["Whom to greet?"]
+        # The same client goes on using its session.
+        assert text(await client.call_tool("greet", {})) == text(result)
+
+
+async def test_a_legacy_in_memory_call_can_be_cancelled() -> None:
+    async with Client.in_memory(server, options=ClientOptions(protocol="legacy")) as client:
+        call = asyncio.ensure_future(client.call_tool("slow", {}))
+        await asyncio.sleep(0.05)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        # `notifications/cancelled` reached the handler while the session stays open.
+        for _ in range(100):
+            if CANCELLED:
+                break
+            await asyncio.sleep(0.01)
+        assert CANCELLED == ["legacy session"]
+        assert [t.name for t in (await client.list_tools()).tools] == ["greet", "slow"]
+
+
+async def test_the_modern_era_in_memory_is_unchanged() -> None:
+    def elicit(params: ElicitRequestParams) -> ElicitResult:
+        return ElicitResult(action="accept", content={"name": "Bob"})
+
+    async with Client.in_memory(server, elicitation_handler=elicit) as client:
+        result = await client.call_tool("greet", {})
+        assert text(result) == "Hello, Bob (rounds, round 1)"
+
+
+async def test_a_server_that_serves_no_legacy_clients_says_so_in_memory() -> None:
+    modern_only = Server(
+        "modern-only", options=ServerOptions(input_required=InputRequiredConfig(legacy_shim=False))
+    )
+    options = ClientOptions(protocol="legacy")
+    with pytest.raises(McpError, match="2026-07-28"):
+        async with Client.in_memory(modern_only, options=options) as client:
+            await client.list_tools()
