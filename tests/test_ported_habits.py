@@ -94,6 +94,21 @@ async def ask_name(ctx: RequestContext) -> str:
 
 
 @server.tool()
+async def ask_spelt(ctx: RequestContext) -> str:
+    """The official SDK's `message=`/`schema=` and FastMCP's `response_type=`."""
+    first = await ctx.elicit(message="Your name?", schema=Name)
+    second = await ctx.elicit("Again?", response_type=Name)
+    assert first.data is not None and second.data is not None
+    return f"{first.data.name} {second.data.name}"
+
+
+@server.tool()
+async def ask_scalar(ctx: RequestContext) -> str:
+    await ctx.elicit("Your name?", response_type=str)
+    return "asked"
+
+
+@server.tool()
 async def shared_state(ctx: RequestContext) -> str:
     ctx.set_state("k", 1)
     return "set"
@@ -173,6 +188,17 @@ def test_format_and_mime_type_are_checked_when_made() -> None:
 async def test_an_answer_has_data_as_the_official_sdk_names_it(era: str) -> None:
     async with client_in(era) as client:
         assert text(await client.call_tool("ask_name", {})) == "Hi Ada"
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_elicit_takes_the_other_sdks_keywords(
+    era: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR, logger="mrtr"):
+        async with client_in(era) as client:
+            assert text(await client.call_tool("ask_spelt", {})) == "Ada Ada"
+            assert (await client.call_tool("ask_scalar", {})).is_error
+    assert "an elicitation asks for a form, an object: pass a pydantic model" in caplog.text
 
 
 @pytest.mark.parametrize("era", ERAS)

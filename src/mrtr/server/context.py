@@ -516,20 +516,39 @@ class RequestContext(InjectedContext):
     def elicit(
         self, request: str, schema: dict[str, Any], *, key: str | None = None
     ) -> Question[ElicitResult]: ...
+    @overload
+    def elicit(
+        self, *, message: str, schema: type[M], key: str | None = None
+    ) -> Question[ElicitResultTyped[M]]: ...
+    @overload
+    def elicit(
+        self, *, message: str, schema: dict[str, Any], key: str | None = None
+    ) -> Question[ElicitResult]: ...
+    @overload
+    def elicit(
+        self, request: str, *, response_type: type[M], key: str | None = None
+    ) -> Question[ElicitResultTyped[M]]: ...
 
     def elicit(
         self,
-        request: ElicitRequestParams | str,
+        request: ElicitRequestParams | str | None = None,
         schema: type[Any] | dict[str, Any] | None = None,
         *,
         key: str | None = None,
+        message: str | None = None,
+        response_type: type[Any] | None = None,
     ) -> Question[Any]:
         """Ask the user (form mode).
 
         `ctx.elicit(ElicitRequestParams(...))` and `ctx.elicit("message", {json schema})` give an
         `ElicitResult`; `ctx.elicit("message", Model)` gives `ElicitResultTyped[Model]` with the
-        content validated into `Model`.
+        content validated into `Model`. `message=` and FastMCP's `response_type=` (a model)
+        are accepted for the message and the schema.
         """
+        if message is not None or response_type is not None:
+            request, schema = _elicit_spelling(request, schema, message, response_type)
+        if request is None:
+            raise TypeError("ctx.elicit needs a message: ctx.elicit(message, schema)")
         if isinstance(request, ElicitRequestParams):
             return self.question(make_input_request_for_elicitation(request), key=key)
         if isinstance(schema, dict) or schema is None:
@@ -646,6 +665,30 @@ _ELSEWHERE = {
     "read_resource": "call the resource's function directly: it is a plain Python function",
     "headers": "over HTTP, ctx.transport_info is the request's ASGI scope: read its 'headers'",
 }
+
+
+def _elicit_spelling(
+    request: ElicitRequestParams | str | None,
+    schema: type[Any] | dict[str, Any] | None,
+    message: str | None,
+    response_type: type[Any] | None,
+) -> tuple[ElicitRequestParams | str | None, type[Any] | dict[str, Any] | None]:
+    """`ctx.elicit`'s message and schema from the official SDK's `message=` or FastMCP's
+    `response_type=`; a form needs an object, so a scalar type is refused with the fix."""
+    if message is not None:
+        if request is not None:
+            raise TypeError("ctx.elicit takes its message once: ctx.elicit(message, schema)")
+        request = message
+    if response_type is not None:
+        if schema is not None:
+            raise TypeError("ctx.elicit takes schema= or response_type=, not both")
+        if _schema_of(response_type).get("type") != "object":  # type: ignore[arg-type]
+            raise TypeError(
+                f"ctx.elicit(response_type={response_type!r}): an elicitation asks for a form, "
+                "an object: pass a pydantic model with one field, ctx.elicit(message, Model)"
+            )
+        schema = response_type
+    return request, schema
 
 
 def _with_extra(message: Any, extra: Mapping[str, Any] | None) -> Any:
