@@ -11,10 +11,14 @@ import pytest
 
 from mrtr import (
     Client,
+    CreateMessageRequestParams,
+    CreateMessageResult,
     ElicitRequestParams,
     ElicitResult,
+    ListRootsResult,
     McpError,
     RequestContext,
+    Root,
     Server,
     ServerOptions,
     TextContent,
@@ -34,6 +38,15 @@ async def greet(ctx: RequestContext) -> str:
     era = "legacy session" if ctx.session is not None else "rounds"
     assert answer.content is not None
     return f"Hello, {answer.content['name']} ({era}, round {ctx.round})"
+
+
+@server.tool()
+async def summarise_roots(ctx: RequestContext) -> str:
+    """Ask the client for its roots and its model for a summary of them."""
+    roots = await ctx.list_roots()
+    summary = await ctx.sample(" ".join(str(root.uri) for root in roots.roots))
+    assert isinstance(summary.content, TextContent)
+    return summary.content.text
 
 
 CANCELLED: list[str] = []
@@ -70,6 +83,26 @@ async def test_a_legacy_in_memory_call_is_answered_live_by_the_elicitation_handl
         assert text(await client.call_tool("greet", {})) == text(result)
 
 
+async def test_roots_and_sampling_are_answered_live_too() -> None:
+    def roots(params: Any) -> ListRootsResult:
+        return ListRootsResult(roots=[Root(uri="file:///a"), Root(uri="file:///b")])
+
+    def sample(params: CreateMessageRequestParams) -> CreateMessageResult:
+        content = params.messages[0].content
+        assert isinstance(content, TextContent)
+        reply = TextContent(text=f"summary of {content.text}")
+        return CreateMessageResult(role="assistant", content=reply, model="m")
+
+    async with Client.in_memory(
+        server,
+        options=ClientOptions(protocol="legacy"),
+        roots_handler=roots,
+        sampling_handler=sample,
+    ) as client:
+        result = await client.call_tool("summarise_roots", {})
+    assert text(result) == "summary of file:///a file:///b"
+
+
 async def test_a_legacy_in_memory_call_can_be_cancelled() -> None:
     async with Client.in_memory(server, options=ClientOptions(protocol="legacy")) as client:
         call = asyncio.ensure_future(client.call_tool("slow", {}))
@@ -83,7 +116,7 @@ async def test_a_legacy_in_memory_call_can_be_cancelled() -> None:
                 break
             await asyncio.sleep(0.01)
         assert CANCELLED == ["legacy session"]
-        assert [t.name for t in (await client.list_tools()).tools] == ["greet", "slow"]
+        assert "slow" in [t.name for t in (await client.list_tools()).tools]
 
 
 async def test_the_modern_era_in_memory_is_unchanged() -> None:
