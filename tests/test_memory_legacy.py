@@ -5,6 +5,7 @@ answered by the client's own handlers, as on stdio."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -49,17 +50,28 @@ async def summarise_roots(ctx: RequestContext) -> str:
     return summary.content.text
 
 
+STARTED: list[Any] = []
 CANCELLED: list[str] = []
 
 
 @server.tool()
 async def slow(ctx: RequestContext) -> str:
+    STARTED.append(ctx.request_id)
     try:
         await asyncio.sleep(30)
     except asyncio.CancelledError:
         CANCELLED.append("legacy session" if ctx.session is not None else "rounds")
         raise
     return "late"
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Wait (up to 10 s) for `condition`, which another task makes true."""
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the condition never became true")
 
 
 def text(result: Any) -> str:
@@ -106,15 +118,12 @@ async def test_roots_and_sampling_are_answered_live_too() -> None:
 async def test_a_legacy_in_memory_call_can_be_cancelled() -> None:
     async with Client.in_memory(server, options=ClientOptions(protocol="legacy")) as client:
         call = asyncio.ensure_future(client.call_tool("slow", {}))
-        await asyncio.sleep(0.05)
+        await until(lambda: bool(STARTED))
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
         # `notifications/cancelled` reached the handler while the session stays open.
-        for _ in range(100):
-            if CANCELLED:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: bool(CANCELLED))
         assert CANCELLED == ["legacy session"]
         assert "slow" in [t.name for t in (await client.list_tools()).tools]
 
