@@ -247,3 +247,9 @@ def test_another_sdks_context_annotation_is_refused_at_registration() -> None:
         @fresh.tool()
         async def tool(ctx: Context) -> str:  # type: ignore[type-arg]
             return "x"
+
+    with pytest.raises(TypeError, match=r"parameter 'context' is annotated mcp\..*Context"):
+
+        @fresh.tool()
+        async def generic(context: Context[Any, Any]) -> str:
+            return "x"

@@ -206,11 +206,11 @@ class FunctionSignature:
 def _refuse_foreign_context(fn: AnyFunction, name: str, annotation: Any) -> None:
     """Refuse a parameter annotated with another SDK's `Context` (an import left over from a
     port): it would be taken for an argument every call lacks."""
-    module = getattr(annotation, "__module__", "") or ""
-    if getattr(annotation, "__name__", None) == "Context" and module.split(".")[0] in (
-        "mcp",
-        "fastmcp",
-    ):
+    # `Context[...]` too: a typing generic's origin, or a pydantic model named `Context[...]`.
+    kind = get_origin(annotation) or annotation
+    module = getattr(kind, "__module__", "") or ""
+    named = str(getattr(kind, "__name__", "")).partition("[")[0]
+    if named == "Context" and module.split(".")[0] in ("mcp", "fastmcp"):
         raise TypeError(
             f"{fn.__qualname__}: parameter {name!r} is annotated {module}.Context; in mrtr the "
             "context is `mrtr.RequestContext`: annotate it so (or leave `ctx` unannotated)"
