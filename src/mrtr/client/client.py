@@ -165,7 +165,8 @@ class Client:
 
     @classmethod
     def in_memory(cls, server: ServerEndpoint, **kwargs: Any) -> Client:
-        """A client connected to `server` in this process (real JSON-RPC, no sockets)."""
+        """A client connected to `server` in this process (real JSON-RPC, no sockets), in
+        either era: `options=ClientOptions(protocol="legacy")` opens a legacy session."""
         from ..transport.memory import MemoryTransport
 
         return cls(MemoryTransport(server), **kwargs)

@@ -185,6 +185,11 @@ class ElicitResultTyped(BaseModel, Generic[T]):
         """True when the user accepted."""
         return self.action == "accept"
 
+    @property
+    def data(self) -> T | None:
+        """`content`, as the official SDK and FastMCP name it."""
+        return self.content
+
 
 __all__ = [
     "BooleanSchema",

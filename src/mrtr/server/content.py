@@ -17,7 +17,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ..protocol.types import AudioContent, ImageContent
 from .media import OCTET_STREAM, sniff_mime_type
+
+# The extensions whose MIME subtype is spelled otherwise (`format="jpg"` is `image/jpeg`).
+_SUBTYPES = {"jpg": "jpeg", "svg": "svg+xml", "tif": "tiff", "mp3": "mpeg", "oga": "ogg"}
 
 
 class _Media:
@@ -33,9 +37,14 @@ class _Media:
         data: bytes | None = None,
         mime_type: str | None = None,
         name: str | None = None,
+        format: str | None = None,
     ) -> None:
+        """`format`: a file extension (`"png"`, `"wav"`) naming the MIME type, as the official
+        SDK and FastMCP spell it; `mime_type` says the same in full."""
         if (path is None) == (data is None):
             raise TypeError(f"{type(self).__name__}() takes a path or data=..., exactly one")
+        if format is not None:
+            mime_type = self._format_mime(format, mime_type)
         self.name: str | None
         if path is not None:
             file = Path(path)
@@ -48,6 +57,20 @@ class _Media:
             self.name = name
             guessed = mimetypes.guess_type(name)[0] if name else None
         self.mime_type = mime_type or guessed or self._sniff()
+
+    def _format_mime(self, format: str, mime_type: str | None) -> str:
+        kind = type(self).__name__
+        if mime_type is not None:
+            raise TypeError(f"{kind}() takes format= or mime_type=, not both")
+        extension = format.lower().lstrip(".")
+        if not extension or "/" in extension:
+            raise ValueError(
+                f"{kind}(format={format!r}): format is a file extension such as 'png'; "
+                "pass a MIME type as mime_type=... instead"
+            )
+        if self._kind == "file":
+            return mimetypes.guess_type(f"file.{extension}")[0] or OCTET_STREAM
+        return f"{self._kind}/{_SUBTYPES.get(extension, extension)}"
 
     def _sniff(self) -> str:
         mime = sniff_mime_type(self.data)
@@ -81,12 +104,20 @@ class Image(_Media):
     __slots__ = ()
     _kind = "image"
 
+    def to_image_content(self) -> ImageContent:
+        """The image as an `ImageContent` block (returning the `Image` itself does the same)."""
+        return ImageContent(data=self.base64, mime_type=self.mime_type)
+
 
 class Audio(_Media):
     """An audio clip: `Audio("note.wav")` or `Audio(data=wav_bytes)`."""
 
     __slots__ = ()
     _kind = "audio"
+
+    def to_audio_content(self) -> AudioContent:
+        """The clip as an `AudioContent` block (returning the `Audio` itself does the same)."""
+        return AudioContent(data=self.base64, mime_type=self.mime_type)
 
 
 class File(_Media):
@@ -106,8 +137,9 @@ class File(_Media):
         mime_type: str | None = None,
         name: str | None = None,
         uri: str | None = None,
+        format: str | None = None,
     ) -> None:
-        super().__init__(path, data=data, mime_type=mime_type, name=name)
+        super().__init__(path, data=data, mime_type=mime_type, name=name, format=format)
         self.uri = uri or f"file:///{quote(self.name or 'file')}"
 
     def to_block(self) -> dict[str, Any]:

@@ -272,6 +272,27 @@ class RequestContext(InjectedContext):
         return self.server.lifespan_state
 
     @property
+    def lifespan_context(self) -> Any:
+        """`state`, as the official SDK spells it (`ctx.request_context.lifespan_context`)."""
+        return self.server.lifespan_state
+
+    @property
+    def request_context(self) -> RequestContext:
+        """This context: the official SDK keeps the request's details one level down, here
+        they are on the context itself (`ctx.request_context.lifespan_context` works)."""
+        return self
+
+    if not TYPE_CHECKING:  # hidden from type checkers, which keep flagging misspelt names
+
+        def __getattr__(self, name: str) -> Any:
+            hint = _ELSEWHERE.get(name)
+            if hint is None:
+                raise AttributeError(
+                    f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
+                )
+            raise AttributeError(f"ctx.{name} is not part of mrtr: {hint}", name=name, obj=self)
+
+    @property
     def round(self) -> int:
         """How many `InputRequiredResult`s this request has been through (0 on the first try)."""
         return self.engine.state.round
@@ -321,8 +342,11 @@ class RequestContext(InjectedContext):
         """
         return self.engine.replaying
 
-    def log(self, level: str, data: Any, logger: str | None = None) -> Awaitable[None]:
-        """Send a log message to the client, if it asked for this level or lower.
+    def log(
+        self, level: str, data: Any, logger: str | None = None, *, logger_name: str | None = None
+    ) -> Awaitable[None]:
+        """Send a log message to the client, if it asked for this level or lower (`logger_name`
+        is `logger` as the official SDK spells it).
 
         A 2026-07-28 client asks per request (the log level in its `_meta`); on a legacy session
         the level `logging/setLevel` chose applies, and every level until it chooses one.
@@ -333,8 +357,57 @@ class RequestContext(InjectedContext):
         rank = meta_keys.LOG_LEVEL_RANK
         if level not in rank:
             # Checked before anything else so the mistake shows whatever the client asked for.
-            raise ValueError(f"unknown log level {level!r}: use one of {', '.join(rank)}")
+            raise ValueError(
+                f"unknown log level {level!r}: use one of {', '.join(rank)}; the level comes "
+                "first, ctx.log('info', message), or use ctx.info(message)"
+            )
+        if logger_name is not None:
+            if logger is not None:
+                raise TypeError("ctx.log takes logger= or logger_name=, not both")
+            logger = logger_name
         return on_loop(functools.partial(self._log, level, data, logger, not in_worker_thread()))
+
+    # The official SDK's and FastMCP's shorthands: `extra` is FastMCP's structured addition.
+
+    def debug(
+        self,
+        message: Any,
+        *,
+        logger_name: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Awaitable[None]:
+        """`ctx.log("debug", message)`."""
+        return self.log("debug", _with_extra(message, extra), logger_name)
+
+    def info(
+        self,
+        message: Any,
+        *,
+        logger_name: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Awaitable[None]:
+        """`ctx.log("info", message)`."""
+        return self.log("info", _with_extra(message, extra), logger_name)
+
+    def warning(
+        self,
+        message: Any,
+        *,
+        logger_name: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Awaitable[None]:
+        """`ctx.log("warning", message)`."""
+        return self.log("warning", _with_extra(message, extra), logger_name)
+
+    def error(
+        self,
+        message: Any,
+        *,
+        logger_name: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Awaitable[None]:
+        """`ctx.log("error", message)`."""
+        return self.log("error", _with_extra(message, extra), logger_name)
 
     async def _log(self, level: str, data: Any, logger: str | None, track: bool) -> None:
         if track:  # replay rule 8: a task that logs is one the run can cancel
@@ -443,20 +516,39 @@ class RequestContext(InjectedContext):
     def elicit(
         self, request: str, schema: dict[str, Any], *, key: str | None = None
     ) -> Question[ElicitResult]: ...
+    @overload
+    def elicit(
+        self, *, message: str, schema: type[M], key: str | None = None
+    ) -> Question[ElicitResultTyped[M]]: ...
+    @overload
+    def elicit(
+        self, *, message: str, schema: dict[str, Any], key: str | None = None
+    ) -> Question[ElicitResult]: ...
+    @overload
+    def elicit(
+        self, request: str, *, response_type: type[M], key: str | None = None
+    ) -> Question[ElicitResultTyped[M]]: ...
 
     def elicit(
         self,
-        request: ElicitRequestParams | str,
+        request: ElicitRequestParams | str | None = None,
         schema: type[Any] | dict[str, Any] | None = None,
         *,
         key: str | None = None,
+        message: str | None = None,
+        response_type: type[Any] | None = None,
     ) -> Question[Any]:
         """Ask the user (form mode).
 
         `ctx.elicit(ElicitRequestParams(...))` and `ctx.elicit("message", {json schema})` give an
         `ElicitResult`; `ctx.elicit("message", Model)` gives `ElicitResultTyped[Model]` with the
-        content validated into `Model`.
+        content validated into `Model`. `message=` and FastMCP's `response_type=` (a model)
+        are accepted for the message and the schema.
         """
+        if message is not None or response_type is not None:
+            request, schema = _elicit_spelling(request, schema, message, response_type)
+        if request is None:
+            raise TypeError("ctx.elicit needs a message: ctx.elicit(message, schema)")
         if isinstance(request, ElicitRequestParams):
             return self.question(make_input_request_for_elicitation(request), key=key)
         if isinstance(schema, dict) or schema is None:
@@ -550,6 +642,58 @@ class RequestContext(InjectedContext):
         """The idempotency key of `ctx.once(key, ...)` in this flow, for the outside system
         the effect reaches: the same on every round and every attempt of the flow."""
         return idempotency_key(self.flow_id, key)
+
+
+#: What the official SDK's and FastMCP's contexts offer that mrtr spells differently or
+#: leaves out by design, and what to use instead.
+_ELSEWHERE = {
+    "fastmcp": "use ctx.server (the Server serving the request)",
+    "mcp_server": "use ctx.server (the Server serving the request)",
+    "session_id": (
+        "a 2026-07-28 request belongs to no session; ctx.flow_id names one call's rounds, "
+        "ctx.session is the legacy session (None on 2026-07-28)"
+    ),
+    "client_id": "use ctx.client_info (name and version) or ctx.auth (the caller's token)",
+    "get_state": (
+        "per-session state has no place in stateless 2026-07-28 rounds: keep values across "
+        "rounds with ctx.once(key, fn); ctx.state is what the lifespan yielded"
+    ),
+    "set_state": (
+        "per-session state has no place in stateless 2026-07-28 rounds: keep values across "
+        "rounds with ctx.once(key, fn); ctx.state is what the lifespan yielded"
+    ),
+    "read_resource": "call the resource's function directly: it is a plain Python function",
+    "headers": "over HTTP, ctx.transport_info is the request's ASGI scope: read its 'headers'",
+}
+
+
+def _elicit_spelling(
+    request: ElicitRequestParams | str | None,
+    schema: type[Any] | dict[str, Any] | None,
+    message: str | None,
+    response_type: type[Any] | None,
+) -> tuple[ElicitRequestParams | str | None, type[Any] | dict[str, Any] | None]:
+    """`ctx.elicit`'s message and schema from the official SDK's `message=` or FastMCP's
+    `response_type=`; a form needs an object, so a scalar type is refused with the fix."""
+    if message is not None:
+        if request is not None:
+            raise TypeError("ctx.elicit takes its message once: ctx.elicit(message, schema)")
+        request = message
+    if response_type is not None:
+        if schema is not None:
+            raise TypeError("ctx.elicit takes schema= or response_type=, not both")
+        if _schema_of(response_type).get("type") != "object":  # type: ignore[arg-type]
+            raise TypeError(
+                f"ctx.elicit(response_type={response_type!r}): an elicitation asks for a form, "
+                "an object: pass a pydantic model with one field, ctx.elicit(message, Model)"
+            )
+        schema = response_type
+    return request, schema
+
+
+def _with_extra(message: Any, extra: Mapping[str, Any] | None) -> Any:
+    """A log message with FastMCP's `extra=`, sent the way FastMCP sends it."""
+    return message if extra is None else {"msg": message, "extra": dict(extra)}
 
 
 def supports(caps: Mapping[str, Any], method: str, *, url_mode: bool = False) -> bool:

@@ -37,7 +37,7 @@ from .replay import Failure
 from .signature import AnyFunction, FunctionSignature, OutputMismatch, OutputShape
 from .tasks.settings import TaskSettings, task_settings
 from .tool_error import ToolError, failure_text
-from .uri_template import UriTemplate
+from .uri_template import UriTemplate, has_expressions
 from .worker_threads import WorkerPool
 
 # server/tools.md: names SHOULD use only these characters; clients may refuse others.
@@ -440,7 +440,8 @@ def resource_contents(uri: str, mime_type: str | None, value: Any) -> list[dict[
 
 
 class ResourceEntry:
-    """A registered static resource (or, with `template`, a resource template)."""
+    """A registered static resource, or a resource template: with `template`, or by default
+    when the URI holds `{...}` expressions (`file:///docs/{path}`)."""
 
     __slots__ = ("mime_type", "run_in_thread", "signature", "tags", "template", "uri", "wire")
 
@@ -449,7 +450,7 @@ class ResourceEntry:
         fn: AnyFunction,
         uri: str,
         *,
-        template: bool = False,
+        template: bool | None = None,
         name: str | None = None,
         title: str | None = None,
         description: str | None = None,
@@ -465,14 +466,10 @@ class ResourceEntry:
         self.tags = _tag_set(tags)
         self.mime_type = mime_type
         self.signature = FunctionSignature(fn)
+        if template is None:
+            template = has_expressions(uri)
         self.template = UriTemplate(uri) if template else None
-        if self.template is not None:
-            missing = set(self.signature.required) - set(self.template.variables)
-            if missing:
-                raise TypeError(
-                    f"resource template {uri!r}: parameters {sorted(missing)} "
-                    "are not template variables"
-                )
+        _check_variables(fn, uri, self.signature, self.template)
         self.wire = _listing(
             **{"uriTemplate" if template else "uri": uri},
             name=name or fn.__name__,
@@ -491,6 +488,37 @@ class ResourceEntry:
         if isinstance(value, ReadResourceResult):
             return value.to_wire()
         return {"contents": resource_contents(uri, self.mime_type, value)}
+
+
+def _check_variables(
+    fn: AnyFunction, uri: str, signature: FunctionSignature, template: UriTemplate | None
+) -> None:
+    """Refuse a resource whose function's parameters and URI variables do not match: a
+    read would fail, or silently drop a value, only when a client comes."""
+    where = f"resource {uri!r} ({fn.__qualname__})"
+    if template is None:
+        if signature.required:
+            name = signature.required[0]
+            raise TypeError(
+                f"{where}: parameter {name!r} has no value to come from, as the URI has no "
+                f"template variables: write the URI as a template (for example "
+                f"'file:///{{{name}}}'), or give {name!r} a default"
+            )
+        return
+    variables = template.variables
+    missing = [name for name in signature.required if name not in variables]
+    if missing:
+        raise TypeError(
+            f"{where}: parameters {missing} are not template variables: add "
+            f"{', '.join('{' + name + '}' for name in missing)} to the URI, or give them "
+            "defaults"
+        )
+    unused = [name for name in variables if name not in signature.param_names]
+    if unused:
+        raise TypeError(
+            f"{where}: URI template variables {unused} are not parameters of the function: "
+            f"add parameters named {', '.join(unused)}, or rename the variables to match"
+        )
 
 
 #: `(ref, argument_name, value, context_arguments) -> list of values`, sync or async.

@@ -156,7 +156,7 @@ class Server:
         return register(name) if callable(name) else register
 
     def resource(self, uri: str, **fields: Unpack[ResourceFields]) -> Callable[[F], F]:
-        """Register a function as the static resource at `uri` (settings: `ResourceFields`)."""
+        """Register the resource at `uri`, a template if it has `{...}` (`ResourceFields`)."""
         _check_uri(uri, "resource", "uri")
 
         def register(fn: F) -> F:

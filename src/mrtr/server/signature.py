@@ -123,6 +123,7 @@ class FunctionSignature:
             if is_state_annotation(annotation):
                 self.state_params += (name,)
                 continue
+            _refuse_foreign_context(fn, name, annotation)
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise TypeError(f"{fn.__qualname__}: *args/**kwargs cannot be MCP arguments")
             default = ... if param.default is inspect.Parameter.empty else param.default
@@ -200,6 +201,20 @@ class FunctionSignature:
         if pool is not None:
             return await pool.call(self.fn, kwargs)
         return self.fn(**kwargs)
+
+
+def _refuse_foreign_context(fn: AnyFunction, name: str, annotation: Any) -> None:
+    """Refuse a parameter annotated with another SDK's `Context` (an import left over from a
+    port): it would be taken for an argument every call lacks."""
+    # `Context[...]` too: a typing generic's origin, or a pydantic model named `Context[...]`.
+    kind = get_origin(annotation) or annotation
+    module = getattr(kind, "__module__", "") or ""
+    named = str(getattr(kind, "__name__", "")).partition("[")[0]
+    if named == "Context" and module.split(".")[0] in ("mcp", "fastmcp"):
+        raise TypeError(
+            f"{fn.__qualname__}: parameter {name!r} is annotated {module}.Context; in mrtr the "
+            "context is `mrtr.RequestContext`: annotate it so (or leave `ctx` unannotated)"
+        )
 
 
 # --- return values -> structured output ---------------------------------------------------

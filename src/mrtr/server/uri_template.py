@@ -49,6 +49,11 @@ _DOT_SEGMENTS = frozenset((".", ".."))
 _DRIVE = re.compile(r"[A-Za-z]:")
 
 
+def has_expressions(uri: str) -> bool:
+    """Whether `uri` holds a `{...}` expression, so that it is a template and not one URI."""
+    return _EXPR.search(uri) is not None
+
+
 class UriTemplate:
     """A compiled template; `match(uri)` gives its variables or None."""
 
