@@ -185,6 +185,11 @@ class ElicitResultTyped(BaseModel, Generic[T]):
         """True when the user accepted."""
         return self.action == "accept"
 
+    @property
+    def data(self) -> T | None:
+        """`content`, under the name the official SDK and FastMCP give the accepted answer."""
+        return self.content
+
 
 __all__ = [
     "BooleanSchema",
