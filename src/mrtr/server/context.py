@@ -219,6 +219,10 @@ class RequestContext(InjectedContext):
             #: The replay engine of this attempt at the request, which the server's rounds drive
             #: (`mrtr.server._engine`); a handler uses the methods below instead.
             self.engine = Replay(state, method)
+            # Rule 12 of the engine: watch replayed code for effects in tests (in-memory
+            # clients) and where asked to.
+            check = server.options.check_replay
+            self.engine.check = transport_info == "memory" if check is None else check
         else:
             if live is None:
                 raise ValueError("a request of a legacy session needs its era's live asking")
