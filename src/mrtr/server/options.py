@@ -146,6 +146,7 @@ class ServerOptions:
     past one a caller is refused, never someone else's state given up.
     """
 
+    #: The class of `input_required` (`ServerOptions.InputRequiredConfig(max_rounds=...)`).
     InputRequiredConfig: ClassVar[type[_Config]] = InputRequiredConfig
 
     request_state_key: Secret | Sequence[Secret] | None = None

@@ -76,7 +76,10 @@ class Server:
         lifespan: Lifespan | None = None,
         middleware: Sequence[Middleware] = (),
     ) -> None:
-        """`lifespan`: a function of the server giving an async context manager, entered once
+        """`name`/`version`: what the server tells clients it is. `info`: all it tells them
+        (`name`, `version`, `title`, `website_url`, `icons`). `instructions`: how to use it
+        (default: `options.instructions`). `options`: `ServerOptions` (default: `MRTR_*`).
+        `lifespan`: a function of the server giving an async context manager, entered once
         per process while served; what it yields is `ctx.state` (see `lifespan.py`).
         `middleware`: run around every request, first outermost (see `middleware.py`)."""
         self.name = name
