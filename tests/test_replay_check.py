@@ -181,3 +181,28 @@ async def test_a_served_server_with_check_replay_logs_it(
         assert check.execute("SELECT COUNT(*) FROM orders").fetchone() == (2,)
     served = [r.getMessage() for r in caplog.records if r.name == "mrtr.stdio.server"]
     assert any("changed rows of a SQLite database" in line for line in served), served
+
+
+async def test_a_call_that_fails_in_replayed_code_fails_as_itself_and_the_watch_goes_on(
+    db: sqlite3.Connection, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "mrtr.server")
+    closed = sqlite3.connect(":memory:")
+    closed.close()
+    server = Server("closed")
+
+    @server.tool()
+    async def probe(ctx: RequestContext) -> str:
+        try:
+            closed.execute("SELECT 1")
+        except sqlite3.ProgrammingError as error:
+            seen = str(error)
+        db.execute("INSERT INTO orders VALUES ('after')")  # still seen
+        await ctx.elicit("Go on?", EMPTY)
+        return seen
+
+    async with Client.in_memory(server, elicitation_handler=_yes) as client:
+        result = await client.call_tool("probe", {})
+    assert result.content[0].text == "Cannot operate on a closed database."
+    assert any("changed rows of a SQLite database" in text for text in _warnings(caplog))
+    assert sys.getprofile() is None

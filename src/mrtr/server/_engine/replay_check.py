@@ -124,6 +124,16 @@ def _profile(frame: FrameType, event: str, arg: Any) -> None:
     watch = _WATCH.get()
     if watch is None:
         return
+    try:
+        _look(watch, event, arg)
+    except Exception:
+        # A check must never break the code it watches (and an error raised here would make
+        # Python drop the hook): a closed sqlite3 connection refuses `total_changes`, for one.
+        return
+
+
+def _look(watch: Watch, event: str, arg: Any) -> None:
+    """Note what the C call `arg` does (`event`: its start, return or exception)."""
     owner = getattr(arg, "__self__", None)
     if owner is None:
         return
