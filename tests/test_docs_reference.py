@@ -41,11 +41,24 @@ def _hook() -> ModuleType:
 HOOK = _hook()
 
 
-def _package() -> griffe.Object:
+def _package(extensions: griffe.Extensions | None = None) -> griffe.Object:
     # The same loader mkdocstrings renders the API page with: what it sees is what readers see.
-    package = griffe.load("mrtr", search_paths=[str(ROOT / "src")], resolve_aliases=True)
+    package = griffe.load(
+        "mrtr",
+        search_paths=[str(ROOT / "src")],
+        resolve_aliases=True,
+        extensions=extensions if extensions is not None else _attribute_docs(),
+    )
     assert isinstance(package, griffe.Module)
     return package
+
+
+def _attribute_docs() -> griffe.Extensions:
+    """The griffe extension mkdocs.yml gives mkdocstrings (docs/hooks/attribute_docs.py)."""
+    config = (ROOT / "mkdocs.yml").read_text()
+    (path,) = re.findall(r"^\s+- (docs/hooks/attribute_docs\.py:\w+)$", config, re.M)
+    file, _, name = path.partition(":")
+    return griffe.load_extensions({f"{ROOT / file}:{name}": {}})
 
 
 PACKAGE = _package()
@@ -82,6 +95,36 @@ def test_reference_entries_name_real_objects() -> None:
         for part in parts:
             node = node.members[part]
         assert node is not None, entry
+
+
+def _undocumented_attributes(package: griffe.Object) -> list[str]:
+    """The attributes the API page shows (members of its `::: ` entries, `_` names filtered
+    out as mkdocs.yml does) that have no documentation: each would be an empty box."""
+    empty: list[str] = []
+    for entry in re.findall(r"^::: ([\w.]+)$", (REFERENCE / "api.md").read_text(), re.M):
+        node: griffe.Object | griffe.Alias = package
+        for part in entry.split(".")[1:]:
+            node = node.members[part]
+        shown = node.final_target if isinstance(node, griffe.Alias) else node
+        for name, member in shown.members.items():
+            if name.startswith("_") or member.is_alias or not member.is_attribute:
+                continue
+            if member.docstring is None or not member.docstring.value.strip():
+                empty.append(f"{entry}.{name}")
+    return empty
+
+
+def test_no_attribute_in_the_api_reference_is_an_empty_box() -> None:
+    empty = _undocumented_attributes(PACKAGE)
+    assert not empty, (
+        f"{len(empty)} attributes have no documentation: give each a `#:` comment above its "
+        f"assignment, or a `name`: description in its class docstring: {empty}"
+    )
+
+
+def test_the_attribute_check_can_fail() -> None:
+    bare = _package(extensions=griffe.load_extensions())  # without attribute_docs.py
+    assert "mrtr.ServerOptions.page_size" in _undocumented_attributes(bare)
 
 
 @pytest.mark.parametrize("target", OPTION_CLASSES)

@@ -50,6 +50,7 @@ class InputRequiredError(Exception):
     def __init__(self, result: InputRequiredResult) -> None:
         keys = ", ".join(result.input_requests or {}) or "none"
         super().__init__(f"the server needs input before it can complete (keys: {keys})")
+        #: The `InputRequiredResult` the server answered.
         self.result = result
 
 

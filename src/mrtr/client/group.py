@@ -47,7 +47,9 @@ class ClientGroup:
         if not separator:
             raise ValueError("separator must be a non-empty string")
         self._clients = dict(clients)
+        #: Joins a server's name and a tool's (`weather.forecast`).
         self.separator = separator
+        #: Seconds each server gets to open before it counts as failed.
         self.open_timeout = open_timeout
         #: The latest error of each server that could not be opened or failed a group call.
         self.errors: dict[str, Exception] = dict(errors or {})

@@ -74,7 +74,9 @@ class InputHandlerError(McpError):
 
     def __init__(self, code: int, message: str, key: str, method: str) -> None:
         super().__init__(code, message, {"key": key, "method": method})
+        #: The key of the question whose handler failed.
         self.key = key
+        #: The question's method (`elicitation/create`, ...).
         self.method = method
 
 

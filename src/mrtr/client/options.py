@@ -47,12 +47,12 @@ class InputRequiredConfig:
 class RoundInfo:
     """What one MRTR round did, for `ClientOptions.on_round`."""
 
-    method: str
-    target: str
-    round: int
-    keys: tuple[str, ...]
-    state_size: int
-    elapsed: float
+    method: str  # the request's method (`tools/call`, ...)
+    target: str  # the tool or prompt name, or the resource URI
+    round: int  # 1 for the first InputRequiredResult, then 2, ...
+    keys: tuple[str, ...]  # the keys of the questions the round asked
+    state_size: int  # the length of the sealed requestState, in bytes
+    elapsed: float  # seconds the round took, answers included
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +121,7 @@ class ClientOptions:
     when it is given none itself.
     """
 
+    #: The class of `input_required` (`ClientOptions.InputRequiredConfig(max_rounds=...)`).
     InputRequiredConfig: ClassVar[type[_Config]] = InputRequiredConfig
 
     input_required: _Config = field(default_factory=lambda: _Config())

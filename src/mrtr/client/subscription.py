@@ -31,8 +31,8 @@ class Change:
     """One change: `kind` is `tools`, `prompts` or `resources` (a list changed) or `resource`
     (the resource at `uri` changed)."""
 
-    kind: str
-    uri: str | None = None
+    kind: str  # "tools", "prompts", "resources" or "resource"
+    uri: str | None = None  # the resource that changed, for kind "resource"
 
 
 _END = object()

@@ -582,7 +582,9 @@ class TaskHandle:
         tool: str | None = None,
         output_type: Any = None,
     ) -> None:
+        #: The task's id (to resume it with `Client.task`); None if the server answered at once.
         self.task_id = task_id
+        #: The tool the task runs, when known.
         self.tool = tool
         self._channel = channel
         self._result = result

@@ -178,8 +178,8 @@ T = TypeVar("T")
 class ElicitResultTyped(BaseModel, Generic[T]):
     """An elicitation answer whose content is validated into the caller's type `T`."""
 
-    action: ElicitAction
-    content: T | None = None
+    action: ElicitAction  # "accept", "decline" or "cancel"
+    content: T | None = None  # the answer as a `T`, when accepted
 
     def is_accepted(self) -> bool:
         """True when the user accepted."""

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-HEADER_MISMATCH = -32020
-MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
-UNSUPPORTED_PROTOCOL_VERSION = -32022
+PARSE_ERROR = -32700  # the message is not JSON
+INVALID_REQUEST = -32600  # not a JSON-RPC request
+METHOD_NOT_FOUND = -32601  # an unknown method
+INVALID_PARAMS = -32602  # bad params, arguments, answers or requestState
+INTERNAL_ERROR = -32603  # a handler failed (logged, not sent), or the store did
+HEADER_MISMATCH = -32020  # an Mcp-* header disagrees with the body
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021  # asked what the client cannot answer
+UNSUPPORTED_PROTOCOL_VERSION = -32022  # a version the server does not speak
 
 # Local to this SDK, never sent by a server: the spec leaves local errors (a timeout raised
 # inside a client) without a code and asks that they cannot be mistaken for a peer's error,
 # so they live outside the JSON-RPC reserved range (-32768..-32000).
-REQUEST_TIMEOUT = -1001
-CONNECTION_CLOSED = -1002
+REQUEST_TIMEOUT = -1001  # a request took longer than the client's timeout
+CONNECTION_CLOSED = -1002  # the connection closed before the response came
 HTTP_ERROR = -1003  # an HTTP error status without a JSON-RPC error in its body
 PROTOCOL_VIOLATION = -1004  # the peer sent something the protocol does not allow
 MAX_ROUNDS_EXCEEDED = -1005  # the server kept asking for input past `max_rounds`
@@ -52,6 +52,7 @@ LOCAL_CODES = frozenset(
 )
 JSONRPC_RESERVED = range(-32768, -32000 + 1)  # codes the JSON-RPC spec reserves
 
+#: `data.reason` of the -32602 that refuses a `requestState` (forged, expired, replayed).
 INVALID_REQUEST_STATE_REASON = "invalid_request_state"
 #: `data.reason` of the -32603 that refuses to run a `ctx.once` whose earlier run may have
 #: taken effect (its process died, or it outlived its round's cancellation, unfinished).
@@ -68,13 +69,18 @@ class McpError(Exception):
     to carry (the first round, or an error that is not a flow's).
     """
 
+    #: The last `requestState` of the flow the error ended, if any.
     request_state: str | None = None
+    #: The answers already given for that state.
     input_responses: dict[str, Any] | None = None
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
+        #: The JSON-RPC error code (see the constants of this module).
         self.code = code
+        #: What went wrong, for a person.
         self.message = message
+        #: Details for a program (`data.reason`, ...), or None.
         self.data = data
 
     def to_error(self) -> dict[str, Any]:

@@ -140,6 +140,7 @@ class File(_Media):
         format: str | None = None,
     ) -> None:
         super().__init__(path, data=data, mime_type=mime_type, name=name, format=format)
+        #: The URI the embedded resource is given (default: `file:///<name>`).
         self.uri = uri or f"file:///{quote(self.name or 'file')}"
 
     def to_block(self) -> dict[str, Any]:

@@ -196,10 +196,15 @@ class RequestContext(InjectedContext):
     ) -> None:
         """`live`: how a request of a legacy `session` reads its `_meta` and asks its client,
         which the legacy era gives (`mrtr.server.live.LIVE`); needed with `session` only."""
+        #: The server handling the request (`mrtr.Server`, typed as what a handler may use).
         self.server = server
+        #: The JSON-RPC id of the request.
         self.request_id = request_id
+        #: The request's method (`tools/call`, `prompts/get`, `resources/read`, ...).
         self.method = method
+        #: The request's params, as the client sent them.
         self.params = params
+        #: What the transport knows of the caller (HTTP: the request and its verified token).
         self.transport_info = transport_info
         #: The legacy session the request came on; None for a 2026-07-28 request.
         self.session = session
@@ -211,6 +216,7 @@ class RequestContext(InjectedContext):
         #: The call's way to become a task (set by the tasks extension); None for every other
         #: call.
         self.task_run: TaskStarter | None = None
+        #: The request's `_meta` (on a legacy session, the same keys taken from the session).
         self.meta: dict[str, Any]
         if session is None:
             meta = params.get("_meta")
@@ -219,6 +225,10 @@ class RequestContext(InjectedContext):
             #: The replay engine of this attempt at the request, which the server's rounds drive
             #: (`mrtr.server._engine`); a handler uses the methods below instead.
             self.engine = Replay(state, method)
+            # Rule 12 of the engine: watch replayed code for effects in tests (in-memory
+            # clients) and where asked to.
+            check = server.options.check_replay
+            self.engine.check = transport_info == "memory" if check is None else check
         else:
             if live is None:
                 raise ValueError("a request of a legacy session needs its era's live asking")

@@ -137,11 +137,16 @@ class ServerOptions:
     `on_duplicate`: registering a second tool, prompt, resource or template under a name (or
     URI) already taken: `"warn"` (logged, then replaced), `"error"` (`ValueError`) or
     `"replace"` (silently).
+    `check_replay`: watch the code a 2026-07-28 round replays (before the question the last
+    round asked) and log a warning naming `ctx.once` when it changes something: SQLite rows,
+    files, processes, network I/O (see `mrtr.server._engine.replay_check`). It slows replayed
+    code down; None (the default) checks requests from in-memory clients (tests) only.
     `budgets`: the bounds on what callers can make the server hold (`Budgets`: legacy
     sessions per principal and their size, subscriptions, live tasks, listen stream queues);
     past one a caller is refused, never someone else's state given up.
     """
 
+    #: The class of `input_required` (`ServerOptions.InputRequiredConfig(max_rounds=...)`).
     InputRequiredConfig: ClassVar[type[_Config]] = InputRequiredConfig
 
     request_state_key: Secret | Sequence[Secret] | None = None
@@ -165,6 +170,7 @@ class ServerOptions:
     broker: Broker | None = None
     auth: AuthSettings | None = None
     budgets: Budgets = field(default_factory=Budgets)
+    check_replay: bool | None = None
 
     def __post_init__(self) -> None:
         if self.request_state_key is not None:

@@ -76,14 +76,15 @@ class Server:
         lifespan: Lifespan | None = None,
         middleware: Sequence[Middleware] = (),
     ) -> None:
-        """`lifespan`: a function of the server giving an async context manager, entered once
+        """`info`: what clients are told the server is. `options`: by default from `MRTR_*`.
+        `lifespan`: a function of the server giving an async context manager, entered once
         per process while served; what it yields is `ctx.state` (see `lifespan.py`).
         `middleware`: run around every request, first outermost (see `middleware.py`)."""
-        self.name = name
-        self.version = version
+        self.name = name  # the name clients are told
+        self.version = version  # the version clients are told
         # Without explicit options, the deployment's `MRTR_*` settings (see `mrtr.settings`).
         options = self.options = options if options is not None else server_options()
-        self.instructions = instructions or options.instructions
+        self.instructions = instructions or options.instructions  # how to use the server
         self.info = Implementation(
             name=name, version=version, title=title, website_url=website_url,
             icons=list(icons) if icons else None,

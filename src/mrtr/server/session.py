@@ -63,6 +63,7 @@ class LegacySession:
         instance sharing a session gives its own, so their ids never collide."""
         #: The id a transport names the session by (`Mcp-Session-Id` on HTTP): 128 random bits.
         self.id = session_id or secrets.token_urlsafe(16)
+        #: Sends one JSON-RPC message to the session's client.
         self.send = send
         #: Who opened the session (`ServerOptions.principal`), when known: only they may use it.
         self.principal: str | None = None
@@ -73,7 +74,9 @@ class LegacySession:
         self.admission: SessionAdmission | None = None
         #: Set by the server when it answers `initialize`.
         self.protocol_version: str | None = None
+        #: What the client declared it can do, in `initialize`.
         self.client_capabilities: dict[str, Any] = {}
+        #: The client's name and version from `initialize`, when it said.
         self.client_info: dict[str, Any] | None = None
         #: True once `notifications/initialized` arrived.
         self.initialized = False
@@ -83,6 +86,7 @@ class LegacySession:
         self.subscriptions: set[str] = set()
         #: `time.monotonic()` of the session's last use, for idle expiry.
         self.last_used = time.monotonic()
+        #: Starts the id of every request the server sends the client (see `__init__`).
         self.request_prefix = request_prefix
         self._ids: Iterator[int] = itertools.count(1)
         self._pending: dict[jsonrpc.RequestId, asyncio.Future[dict[str, Any]]] = {}

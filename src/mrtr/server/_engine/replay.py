@@ -108,6 +108,10 @@ The run (`Replay`; everything the engine guarantees to a handler):
    a `once` already running is not cut off: it has `ONCE_GRACE` seconds to finish and record
    its result before the cancellation goes through (as rule 8 lets it finish when the run
    stops for input), so a cancellation leaves "may have run" only past that.
+12. A checked run (`check`: in-memory clients and `ServerOptions(check_replay=True)`) that
+   replays is watched until it reaches the question the last round asked (`replay_check.py`):
+   an effect there (rows changed in SQLite, a file written, a process started, network I/O)
+   is logged as a warning naming the fix, `ctx.once`. Code inside `ctx.once` is not watched.
 """
 
 from __future__ import annotations
@@ -122,6 +126,7 @@ from ...deadline import current_task
 from ..once_codec import codec_for
 from ..once_journal import OnceJournal, OnUncertain
 from ..worker_threads import check_on_loop
+from . import replay_check
 from .capabilities import Asked
 from .once import OnceCalls, restore_once
 from .outcome import (
@@ -189,6 +194,7 @@ class Replay:
         "_tasks",
         "_warned",
         "asker",
+        "check",
         "checked",
         "journal",
         "method",
@@ -204,6 +210,8 @@ class Replay:
         self.state = state if state is not None else RoundState()
         #: How questions are answered (rule 10): None answers them by replay.
         self.asker = asker
+        #: Whether a replaying run is watched for effects (rule 12).
+        self.check = False
         #: Where a redeemed round records its `once` runs (rule 11); None elsewhere.
         self.journal: OnceJournal | None = None
         #: The binding and state verified before the middleware ran (`restore`), if any.
@@ -258,6 +266,7 @@ class Replay:
             main = current_task()
         self._main = main
         token = _RUN.set(self)
+        watch = replay_check.start(self) if self.check and self.state.asked else None
         try:
             try:
                 value = await invoke(arg)
@@ -277,6 +286,8 @@ class Replay:
             self._phase = _DONE
             return value
         finally:
+            if watch is not None:
+                replay_check.stop(watch)
             _RUN.reset(token)
             # `_close` written out for the common run, which asked nothing and started no task.
             if self._phase < _STOPPED or self.questions or self._tasks is not None:
@@ -570,4 +581,8 @@ class Replay:
             return value
         if key not in calls.running and self._phase != _RUNNING:
             raise InputPending  # rule 8: no side effect starts once a question is pending
-        return await calls.run(key, codec, fn, self.journal, on_uncertain)
+        paused = replay_check.pause()  # rule 12: what `fn` does is meant to happen, once
+        try:
+            return await calls.run(key, codec, fn, self.journal, on_uncertain)
+        finally:
+            replay_check.resume(paused)

@@ -136,8 +136,8 @@ class AuthSettings:
     scopes_supported: Sequence[str] | None = None
     required_scopes: Collection[str] = ()
     scope_hierarchy: Mapping[str, Collection[str]] = field(default_factory=dict)
-    resource_name: str | None = None
-    resource_documentation: str | None = None
+    resource_name: str | None = None  # a name for people, in the resource metadata
+    resource_documentation: str | None = None  # a URL of its documentation, likewise
     dpop: DPoPSettings | None = field(default_factory=DPoPSettings)
 
     def __post_init__(self) -> None:
