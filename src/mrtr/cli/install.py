@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from . import jsonc
 from .serve import TargetError, TargetImportError, load_server, split_target
 
 HOSTS = ("claude-desktop", "claude-code", "cursor", "vscode", "json")
@@ -181,12 +182,14 @@ def servers_key(host: str) -> str:
 def merge_entry(path: Path, key: str, name: str, entry: dict[str, Any], force: bool) -> bool:
     """Add `entry` as `name` under `key` in the JSON file at `path`, keeping the rest.
 
-    Returns False when the file already holds exactly this entry (nothing is written). Raises
-    `InstallError` when the file is not a JSON object, or holds another entry named `name`
-    and `force` is false.
+    A file with comments or trailing commas (JSONC, as VS Code writes) is edited in place: its
+    comments and layout stay. Returns False when the file already holds exactly this entry
+    (nothing is written). Raises `InstallError` when the file is not a JSON object, or holds
+    another entry named `name` and `force` is false.
     """
     config: dict[str, Any] = {}
     existed = path.exists()
+    commented: str | None = None  # the text of a JSONC file, edited in place to keep comments
     if existed:
         try:
             text = path.read_text(encoding="utf-8")
@@ -195,11 +198,15 @@ def merge_entry(path: Path, key: str, name: str, entry: dict[str, Any], force: b
         if text.strip():
             try:
                 loaded = json.loads(text)
-            except ValueError as exc:
-                raise InstallError(
-                    f"{path} is not valid JSON ({exc}); fix it or move it away (nothing was "
-                    "written)"
-                ) from None
+            except ValueError:
+                try:
+                    loaded = jsonc.loads(text)
+                except ValueError as exc:
+                    raise InstallError(
+                        f"{path} is not valid JSON or JSONC ({exc}); fix it or move it away "
+                        "(nothing was written)"
+                    ) from None
+                commented = text
             if not isinstance(loaded, dict):
                 raise InstallError(f"{path} does not hold a JSON object; nothing was written")
             config = loaded
@@ -215,7 +222,16 @@ def merge_entry(path: Path, key: str, name: str, entry: dict[str, Any], force: b
                 "or --name to install under another name"
             )
     servers[name] = entry
-    _write_atomically(path, json.dumps(config, indent=2, ensure_ascii=False) + "\n", existed)
+    if commented is None:
+        written = json.dumps(config, indent=2, ensure_ascii=False) + "\n"
+    else:
+        written = jsonc.set_entry(commented, key, name, entry)
+        if jsonc.loads(written) != config:  # never write what would not read back as merged
+            raise InstallError(
+                f"{path}: cannot add the entry without disturbing its comments; remove the "
+                "comments or add the entry by hand (nothing was written)"
+            )
+    _write_atomically(path, written, existed)
     return True
 
 
