@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import jsonc
+from .jsonc import loads as load_jsonc
+from .jsonc import set_entry as set_jsonc_entry
 from .serve import TargetError, TargetImportError, load_server, split_target
 
 HOSTS = ("claude-desktop", "claude-code", "cursor", "vscode", "json")
@@ -200,7 +201,7 @@ def merge_entry(path: Path, key: str, name: str, entry: dict[str, Any], force: b
                 loaded = json.loads(text)
             except ValueError:
                 try:
-                    loaded = jsonc.loads(text)
+                    loaded = load_jsonc(text)
                 except ValueError as exc:
                     raise InstallError(
                         f"{path} is not valid JSON or JSONC ({exc}); fix it or move it away "
@@ -225,8 +226,8 @@ def merge_entry(path: Path, key: str, name: str, entry: dict[str, Any], force: b
     if commented is None:
         written = json.dumps(config, indent=2, ensure_ascii=False) + "\n"
     else:
-        written = jsonc.set_entry(commented, key, name, entry)
-        if jsonc.loads(written) != config:  # never write what would not read back as merged
+        written = set_jsonc_entry(commented, key, name, entry)
+        if load_jsonc(written) != config:  # never write what would not read back as merged
             raise InstallError(
                 f"{path}: cannot add the entry without disturbing its comments; remove the "
                 "comments or add the entry by hand (nothing was written)"
