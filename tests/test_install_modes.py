@@ -111,7 +111,6 @@ def install_entry(python: Path | str, server_file: Path, *words: str, path: str)
     return json.loads(done.stdout)["where"]
 
 
-@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 async def start_as_a_host(entry: dict[str, Any]) -> str:
     """Start the entry with `env -i` from `/`; initialize, list the tools, call `where`."""
     pairs = [f"{name}={value}" for name, value in entry.get("env", {}).items()]
