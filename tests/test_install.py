@@ -17,7 +17,7 @@ import pytest
 from mcp.client.stdio import StdioServerParameters
 
 from mrtr.cli import main
-from mrtr.cli.install import default_config_path, mrtr_requirement, parse_env_file
+from mrtr.cli.install import default_config_path, parse_env_file
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOP = ROOT / "examples" / "shop.py"
@@ -180,10 +180,21 @@ def test_the_claude_desktop_file_is_where_each_os_keeps_it(tmp_path: Path) -> No
     assert linux == home / ".config" / "Claude" / name
 
 
-# --- the command: uv when it is there -------------------------------------------------------
+# --- the command: this interpreter, with uv layering extra packages over it ------------------
 
 
-def test_with_uv_on_path_the_server_runs_through_uv_with_its_dependencies(
+def test_with_uv_on_path_and_no_packages_the_entry_is_this_interpreter(
+    no_uv: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uv = no_uv / "uv"
+    uv.write_text("#!/bin/sh\nexit 1\n")
+    uv.chmod(0o755)
+    assert install("json", str(SHOP)) == 0
+    entry = json.loads(capsys.readouterr().out)["shop"]
+    assert entry == {"command": sys.executable, "args": ["-m", "mrtr", "serve", f"{SHOP}:server"]}
+
+
+def test_with_packages_uv_layers_them_over_this_interpreter(
     tmp_path: Path, no_uv: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     uv = no_uv / "uv"
@@ -197,17 +208,19 @@ def test_with_uv_on_path_the_server_runs_through_uv_with_its_dependencies(
     assert entry["command"] == str(uv)
     assert entry["args"] == [
         "run",
-        *mrtr_requirement(),
+        "--no-project",
+        "--python",
+        sys.executable,
         "--with",
         "httpx>=0.27",
         "--with-editable",
         str(lib),
+        "python",
+        "-m",
         "mrtr",
         "serve",
         f"{SHOP}:server",
     ]
-    # This checkout is installed editable: uv gets it from here, not from an index.
-    assert mrtr_requirement() == ["--with-editable", str(ROOT)]
 
 
 # --- merging ----------------------------------------------------------------------------------

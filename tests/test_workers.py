@@ -1,12 +1,11 @@
 """`mrtr serve --workers N`: uvicorn worker processes sharing one port and one request-state
-key, over real HTTP on loopback; refused without a shared key; the ephemeral-key warning; the
-environment forms; and serving without uvloop/httptools (the pure asyncio + h11 fallback).
+key, over real HTTP on loopback; refused without a shared key; the environment forms; and
+serving without uvloop/httptools (the pure asyncio + h11 fallback).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
@@ -26,7 +25,6 @@ from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
 
 TIMEOUT = 30
 KEY = "worker-key-" + "k" * 32
-EPHEMERAL = "seals requestState with a random per-process key: a retry that lands on another"
 
 # Each round's tool reports the pid that served it: flows then show which workers took part.
 SERVER_SOURCE = """
@@ -254,32 +252,6 @@ def test_workers_are_refused_on_stdio_and_below_one(server_file: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2
     assert "MRTR_WORKERS='none': give a whole number of at least 1" in done.stderr
-
-
-async def test_one_process_with_an_ephemeral_key_warns_once_at_start(server_file: Path) -> None:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/mcp"
-    args = [sys.executable, "-m", "mrtr", "serve", f"{server_file}:server"]
-    process = spawn([*args, "--transport", "http", "--port", str(port)], clean_env())
-    try:
-        await wait_until_serving(url, process)
-        assert (await flow(url, "tea"))["action"] == "accept"
-    finally:
-        _, err = stop(process)
-    assert err.count(EPHEMERAL) == 1, err
-    assert "MRTR_REQUEST_STATE_KEY" in err.split(EPHEMERAL)[1]
-
-
-def test_on_stdio_too_and_a_configured_key_silences_it(server_file: Path) -> None:
-    request = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}
-    args = [sys.executable, "-m", "mrtr", "serve", f"{server_file}:server"]
-    for env, count in [(clean_env(), 1), (clean_env(MRTR_REQUEST_STATE_KEY=KEY), 0)]:
-        done = subprocess.run(
-            args, input=json.dumps(request) + "\n", capture_output=True, text=True,
-            timeout=TIMEOUT, env=env,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        assert done.stderr.count(EPHEMERAL) == count, done.stderr
 
 
 def test_a_key_given_twice_or_a_missing_key_file_stops_serve(

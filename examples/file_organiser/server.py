@@ -1,8 +1,13 @@
 """A file organiser: an MCP server that tidies one folder and asks before it deletes anything.
 
     python examples/file_organiser/server.py ~/Downloads           # stdio, for a host
+    ORGANISE_ROOT=~/Downloads mrtr serve examples/file_organiser/server.py
     mrtr call tidy -- python examples/file_organiser/server.py ~/Downloads
-    mrtr call delete_matching pattern='*.tmp' -- python examples/file_organiser/server.py ~/tmp
+    mrtr install claude-desktop examples/file_organiser/server.py \
+        --env ORGANISE_ROOT=$HOME/Downloads
+
+The folder is the script's argument when it is run as `python server.py FOLDER`, else the
+`ORGANISE_ROOT` environment variable (under `mrtr serve` or a host), else the current directory.
 
 Every path a tool takes is resolved inside the folder it was started on: a name that points
 outside it (`../x`, an absolute path, a symlink out) is refused.
@@ -20,7 +25,18 @@ from pydantic import BaseModel, Field
 
 from mrtr import RequestContext, Server, ToolError
 
-ROOT = Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("ORGANISE_ROOT", ".")).resolve()
+
+def folder() -> Path:
+    """The folder to organise. Only a script run reads `sys.argv`: under `mrtr serve`, the
+    arguments are mrtr's own (`serve`, the file), not a folder."""
+    if __name__ == "__main__" and len(sys.argv) > 1:
+        return Path(sys.argv[1])
+    return Path(os.environ.get("ORGANISE_ROOT", "."))
+
+
+ROOT = folder().resolve()
+if not ROOT.is_dir():
+    sys.exit(f"file organiser: {ROOT} is not a folder; set ORGANISE_ROOT or pass a folder")
 
 server = Server(
     "file-organiser",

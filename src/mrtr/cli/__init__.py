@@ -103,8 +103,8 @@ Where each host keeps its servers (--config PATH writes another file):
   vscode          ./.vscode/mcp.json
   json            printed to stdout, for any other host
 
-The entry runs `uv run --with mrtr... mrtr serve /abs/FILE.py:ATTR` when uv is on PATH
-(with --with and --with-editable packages), else this Python with `-m mrtr serve`. Other
+The entry runs this Python, which has mrtr, with `-m mrtr serve /abs/FILE.py:ATTR`; --with
+and --with-editable packages are layered over it with `uv run --python THIS`. Other
 entries are kept, the previous file is kept as FILE.bak, and an entry of the same name is
 replaced only with --force.
 

@@ -19,7 +19,7 @@ import json
 import logging
 import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -28,9 +28,10 @@ from ..client.client import Client, InputHandlerError
 from ..protocol.errors import LOCAL_CODES, MISSING_REQUIRED_CLIENT_CAPABILITY, McpError
 from ..protocol.tasks import DetailedTask
 from ..protocol.types import Root
+from .notices import Notices
 from .responder import SamplingRefused, TerminalResponder
 from .results import format_tool_result, pretty_json
-from .terminal import Console, TextConsole
+from .terminal import Console, TextConsole, question_sink
 
 if TYPE_CHECKING:
     from ..client.auth import OAuth
@@ -103,9 +104,13 @@ class CallCommand:
         """How the server is named when it asks something."""
         return self.url if self.url is not None else shlex.join(self.command)
 
-    def client(self, responder: TerminalResponder) -> Client:
-        """A client for the target, answering through `responder`."""
+    def client(self, responder: TerminalResponder, notices: Notices | None = None) -> Client:
+        """A client for the target, answering through `responder`; the server's log messages
+        (info and above) go to `notices`."""
         handlers = responder.client_handlers()
+        if notices is not None:
+            handlers.update(_after_progress(handlers, notices))
+            handlers.update(log_handler=notices.log, log_level="info")
         if self.url is not None:
             return Client.http(self.url, headers=self.headers or None, auth=self.auth, **handlers)
         return Client.stdio(self.command[0], self.command[1:], **handlers)
@@ -116,11 +121,16 @@ class CallCommand:
         """Call the tool and print its result; returns the exit status (0, or 1 on error)."""
         out = out if out is not None else sys.stdout
         err = err if err is not None else sys.stderr
-        responder = TerminalResponder(console or TextConsole(), self.server_label, self.roots)
+        console = console or TextConsole(sink=question_sink())
+        responder = TerminalResponder(console, self.server_label, self.roots)
+        notices = Notices(err)
         try:
-            async with self.client(responder) as client:
+            async with self.client(responder, notices) as client:
                 result = await client.call_tool(
-                    self.tool, self.arguments, on_task_status=_task_reporter(err)
+                    self.tool,
+                    self.arguments,
+                    progress_callback=notices.progress,
+                    on_task_status=_task_reporter(err, notices),
                 )
         except McpError as exc:
             if responder.refusal is not None:
@@ -130,6 +140,8 @@ class CallCommand:
         except OSError as exc:
             print(f"mrtr call: cannot reach the server ({self.server_label}): {exc}", file=err)
             return 1
+        finally:
+            notices.end_line()
         if responder.refusal is not None:  # a legacy server turned the refusal into a result
             print(f"mrtr call: stopped: {responder.refusal}", file=err)
             return 1
@@ -162,10 +174,25 @@ class CallCommand:
         return 1
 
 
-def _task_reporter(err: TextIO) -> Callable[[DetailedTask], None]:
+def _after_progress(handlers: dict[str, Any], notices: Notices) -> dict[str, Any]:
+    """The question handlers of `handlers`, each ending an open progress line first."""
+
+    def wrap(handler: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+        async def asked(params: Any) -> Any:
+            notices.end_line()
+            return await handler(params)
+
+        return asked
+
+    names = ("elicitation_handler", "sampling_handler")
+    return {name: wrap(handlers[name]) for name in names if name in handlers}
+
+
+def _task_reporter(err: TextIO, notices: Notices) -> Callable[[DetailedTask], None]:
     """Shows, on `err`, each new status of the task the server ran the call as."""
 
     def report(task: DetailedTask) -> None:
+        notices.end_line()
         said = f" ({task.status_message})" if task.status_message else ""
         print(f"mrtr call: task {task.task_id}: {task.status}{said}", file=err, flush=True)
 

@@ -10,9 +10,9 @@ Each host keeps its stdio servers in a JSON file:
 | `vscode` | `./.vscode/mcp.json` | `servers`, entries with `"type": "stdio"` |
 | `json` | printed, not written | `{name: entry}` |
 
-The entry runs `mrtr serve /absolute/file.py:ATTR` with the server's dependencies: through
-`uv run --with ...` when `uv` is on PATH (mrtr itself as the installed version, or the
-editable checkout this mrtr was installed from), otherwise with this Python interpreter.
+The entry runs `mrtr serve /absolute/file.py:ATTR` with this Python interpreter, which has mrtr
+whatever the install (editable, wheel, `git+`): `python -m mrtr serve ...`. Packages given with
+`--with`/`--with-editable` are layered over it by `uv run --no-project --python THIS ...`.
 Merging keeps every other entry and top-level key, refuses to replace an entry of the same
 name without `--force`, keeps the previous file as `<file>.bak`, and replaces the file
 atomically (a temporary file renamed over it), so a host never reads half a file.
@@ -28,11 +28,11 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
-from .. import __version__
+from .jsonc import loads as load_jsonc
+from .jsonc import set_entry as set_jsonc_entry
 from .serve import TargetError, TargetImportError, load_server, split_target
 
 HOSTS = ("claude-desktop", "claude-code", "cursor", "vscode", "json")
@@ -79,35 +79,6 @@ def resolve_target(target: str) -> tuple[Path, str]:
     return path.resolve(), attr or "server"
 
 
-def mrtr_requirement() -> list[str]:
-    """`uv run` arguments that provide this mrtr: the editable checkout it was installed from,
-    or the same version from the package index."""
-    try:
-        direct = metadata.distribution("mrtr").read_text("direct_url.json")
-    except metadata.PackageNotFoundError:
-        direct = None
-    if direct:
-        try:
-            origin = json.loads(direct)
-        except ValueError:
-            origin = {}
-        url = origin.get("url", "") if isinstance(origin, dict) else ""
-        editable = isinstance(origin, dict) and origin.get("dir_info", {}).get("editable")
-        if editable and isinstance(url, str) and url.startswith("file://"):
-            return ["--with-editable", _path_from_file_url(url)]
-    return ["--with", f"mrtr=={__version__}"]
-
-
-def _path_from_file_url(url: str) -> str:
-    from urllib.parse import unquote, urlparse
-
-    path = unquote(urlparse(url).path)
-    # file:///C:/work on Windows: drop the slash before the drive letter.
-    if len(path) > 2 and path[0] == "/" and path[2] == ":":
-        path = path[1:]
-    return str(Path(path))
-
-
 def server_command(
     file: Path,
     attr: str,
@@ -117,19 +88,22 @@ def server_command(
 ) -> tuple[str, list[str]]:
     """The command and arguments that serve `file:attr` over stdio.
 
-    With `uv` (its path): `uv run --with mrtr... [--with PKG] [--with-editable DIR] mrtr serve
-    FILE:ATTR`, so the host gets the dependencies whatever Python it finds. Without: this
-    interpreter runs `-m mrtr serve FILE:ATTR`.
+    This interpreter runs `-m mrtr serve FILE:ATTR`: it has mrtr however mrtr was installed
+    (editable, a wheel, `git+`, an index), and needs no network when the host starts it. With
+    packages to add and `uv` (its path): `uv run --no-project --python THIS [--with PKG]
+    [--with-editable DIR] python -m mrtr serve FILE:ATTR`, which layers them over this
+    interpreter's environment, so mrtr still comes from it.
     """
-    serve = ["serve", f"{file}:{attr}"]
-    if uv is None:
-        return sys.executable, ["-m", "mrtr", *serve]
-    args = ["run", *mrtr_requirement()]
+    serve = ["-m", "mrtr", "serve", f"{file}:{attr}"]
+    if uv is None or not (with_packages or with_editable):
+        return sys.executable, serve
+    # --no-project: the host's working directory may hold another project that uv would sync.
+    args = ["run", "--no-project", "--python", sys.executable]
     for package in with_packages:
         args += ["--with", package]
     for directory in with_editable:
         args += ["--with-editable", str(Path(directory).resolve())]
-    return uv, [*args, "mrtr", *serve]
+    return uv, [*args, "python", *serve]
 
 
 def parse_env_pairs(pairs: Sequence[str]) -> dict[str, str]:
@@ -209,12 +183,14 @@ def servers_key(host: str) -> str:
 def merge_entry(path: Path, key: str, name: str, entry: dict[str, Any], force: bool) -> bool:
     """Add `entry` as `name` under `key` in the JSON file at `path`, keeping the rest.
 
-    Returns False when the file already holds exactly this entry (nothing is written). Raises
-    `InstallError` when the file is not a JSON object, or holds another entry named `name`
-    and `force` is false.
+    A file with comments or trailing commas (JSONC, as VS Code writes) is edited in place: its
+    comments and layout stay. Returns False when the file already holds exactly this entry
+    (nothing is written). Raises `InstallError` when the file is not a JSON object, or holds
+    another entry named `name` and `force` is false.
     """
     config: dict[str, Any] = {}
     existed = path.exists()
+    commented: str | None = None  # the text of a JSONC file, edited in place to keep comments
     if existed:
         try:
             text = path.read_text(encoding="utf-8")
@@ -223,11 +199,15 @@ def merge_entry(path: Path, key: str, name: str, entry: dict[str, Any], force: b
         if text.strip():
             try:
                 loaded = json.loads(text)
-            except ValueError as exc:
-                raise InstallError(
-                    f"{path} is not valid JSON ({exc}); fix it or move it away (nothing was "
-                    "written)"
-                ) from None
+            except ValueError:
+                try:
+                    loaded = load_jsonc(text)
+                except ValueError as exc:
+                    raise InstallError(
+                        f"{path} is not valid JSON or JSONC ({exc}); fix it or move it away "
+                        "(nothing was written)"
+                    ) from None
+                commented = text
             if not isinstance(loaded, dict):
                 raise InstallError(f"{path} does not hold a JSON object; nothing was written")
             config = loaded
@@ -243,7 +223,16 @@ def merge_entry(path: Path, key: str, name: str, entry: dict[str, Any], force: b
                 "or --name to install under another name"
             )
     servers[name] = entry
-    _write_atomically(path, json.dumps(config, indent=2, ensure_ascii=False) + "\n", existed)
+    if commented is None:
+        written = json.dumps(config, indent=2, ensure_ascii=False) + "\n"
+    else:
+        written = set_jsonc_entry(commented, key, name, entry)
+        if load_jsonc(written) != config:  # never write what would not read back as merged
+            raise InstallError(
+                f"{path}: cannot add the entry without disturbing its comments; remove the "
+                "comments or add the entry by hand (nothing was written)"
+            )
+    _write_atomically(path, written, existed)
     return True
 
 
@@ -356,7 +345,6 @@ __all__ = [
     "ServerEntry",
     "default_config_path",
     "merge_entry",
-    "mrtr_requirement",
     "parse_env_file",
     "parse_env_pairs",
     "resolve_target",

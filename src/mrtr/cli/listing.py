@@ -123,30 +123,56 @@ def _first_line(item: dict[str, Any]) -> str:
 
 def _tool_line(tool: dict[str, Any]) -> str:
     schema = tool.get("inputSchema")
-    properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
-    required = schema.get("required", []) if isinstance(schema, dict) else []
+    if not isinstance(schema, dict):
+        schema = {}
+    defs = schema.get("$defs", schema.get("definitions"))
+    params = _fields(schema, defs if isinstance(defs, dict) else {}, ())
+    return f"{tool.get('name')}({params}){_first_line(tool)}"
+
+
+def _fields(schema: dict[str, Any], defs: dict[str, Any], seen: tuple[str, ...]) -> str:
+    """An object schema's properties as `name: type, optional?: type`."""
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
     if not isinstance(properties, dict):
         properties = {}
     if not isinstance(required, list):
         required = []
-    params = ", ".join(
-        f"{name}{'' if name in required else '?'}: {_type_name(spec)}"
+    return ", ".join(
+        f"{name}{'' if name in required else '?'}: {_type_name(spec, defs, seen)}"
         for name, spec in properties.items()
     )
-    return f"{tool.get('name')}({params}){_first_line(tool)}"
 
 
-def _type_name(spec: Any) -> str:
+def _type_name(spec: Any, defs: dict[str, Any], seen: tuple[str, ...]) -> str:
+    """A short name for a JSON Schema: its type; an object (such as a pydantic model, a `$ref`
+    into `$defs`) as `{field: type, ...}`; an array as `array[item]`. A model that contains
+    itself is named, not expanded again."""
     if not isinstance(spec, dict):
         return "any"
+    ref = spec.get("$ref")
+    if isinstance(ref, str):
+        name = ref.rsplit("/", 1)[-1]
+        target = defs.get(name)
+        if name in seen or not isinstance(target, dict):
+            return name
+        return _type_name(target, defs, (*seen, name))
+    for combinator in ("anyOf", "oneOf"):
+        options = spec.get(combinator)
+        if isinstance(options, list):
+            return "|".join(_type_name(option, defs, seen) for option in options)
+    every = spec.get("allOf")
+    if isinstance(every, list) and len(every) == 1:
+        return _type_name(every[0], defs, seen)
     kind = spec.get("type")
+    if kind == "object" and isinstance(spec.get("properties"), dict) and spec["properties"]:
+        return "{" + _fields(spec, defs, seen) + "}"
+    if kind == "array" and isinstance(spec.get("items"), dict):
+        return f"array[{_type_name(spec['items'], defs, seen)}]"
     if isinstance(kind, str):
         return kind
     if isinstance(kind, list):
         return "|".join(str(k) for k in kind)
-    options = spec.get("anyOf")
-    if isinstance(options, list):
-        return "|".join(_type_name(option) for option in options)
     return "any"
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import logging
 import os
 import sys
 import traceback
@@ -42,8 +41,6 @@ from ..transport.http_limits import DEFAULT_DRAIN_TIMEOUT, DEFAULT_KEEP_ALIVE
 
 if TYPE_CHECKING:
     from ..transport.http_server import StreamableHTTPApp
-
-logger = logging.getLogger("mrtr.serve")
 
 KEY_HOWTO = (
     "set MRTR_REQUEST_STATE_KEY (secrets separated by commas, the first seals) or "
@@ -177,18 +174,6 @@ def seals_with_ephemeral_key(server: Server) -> bool:
     return server.seals_with_random_key
 
 
-def warn_if_ephemeral_key(server: Server) -> None:
-    """Log one warning when `server` seals with a random per-process key."""
-    if seals_with_ephemeral_key(server):
-        logger.warning(
-            "server %r seals requestState with a random per-process key: a retry that lands on "
-            "another process (another worker or instance, or this one restarted) will be "
-            "refused. To share one: %s",
-            server.name,
-            KEY_HOWTO,
-        )
-
-
 def serve(
     target: str,
     transport: str,
@@ -213,7 +198,6 @@ def serve(
             f"--workers {workers} needs a request-state key shared by every worker (a round "
             f"sealed by one worker is retried on another): {KEY_HOWTO}"
         )
-    warn_if_ephemeral_key(server)
     if transport == "http":
         host = host or "127.0.0.1"
         port = 8000 if port is None else port
@@ -280,7 +264,6 @@ def make_app() -> StreamableHTTPApp:
             "MRTR_TARGET is not set: name the server to serve (MODULE:ATTR or FILE.py:ATTR)"
         )
     server = load_server(target)
-    warn_if_ephemeral_key(server)
     options = http_options()
     options.pop("host", None)
     options.pop("port", None)
@@ -300,5 +283,4 @@ __all__ = [
     "seals_with_ephemeral_key",
     "serve",
     "split_target",
-    "warn_if_ephemeral_key",
 ]

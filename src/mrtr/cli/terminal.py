@@ -1,8 +1,10 @@
 """The person at the terminal: line-based questions and answers.
 
-Questions and notes go to stderr so that stdout carries only the command's result (and
-`--json` output stays parseable). Answers are read a line at a time, which works the same on
-a terminal and with piped stdin. End of input means the person is gone: `NoAnswer`.
+Questions and notes never go to stdout, which carries only the command's result (and `--json`
+output stays parseable): they go to the terminal (`/dev/tty`) when a person types the answers,
+so that `2>/dev/null` hides no question, and to stderr otherwise (`question_sink`). Answers are
+read a line at a time, which works the same on a terminal and with piped stdin. End of input
+means the person is gone: `NoAnswer`.
 """
 
 from __future__ import annotations
@@ -73,6 +75,24 @@ class TextConsole:
         return answer
 
 
+def question_sink(source: TextIO | None = None, tty: str = "/dev/tty") -> TextIO:
+    """Where to write questions: the terminal `tty` when the answers come from one (`source`,
+    default stdin, is a terminal) and it can be opened; else stderr, beside a script's piped
+    answers."""
+    source = source if source is not None else sys.stdin
+    try:
+        typed = source.isatty()
+    except (AttributeError, ValueError):
+        typed = False
+    if typed:
+        try:
+            # Kept open for the rest of the command: every question of the call goes there.
+            return open(tty, "w", encoding="utf-8", errors="replace")
+        except OSError:
+            pass  # no controlling terminal (a daemon, some IDEs)
+    return sys.stderr
+
+
 def ask(
     console: Console,
     prompt: str,
@@ -135,5 +155,6 @@ __all__ = [
     "NoAnswer",
     "TextConsole",
     "ask",
+    "question_sink",
     "run_blocking",
 ]

@@ -42,6 +42,11 @@ class ServerEndpoint(Protocol):
         ...
 
     @property
+    def seals_with_random_key(self) -> bool:
+        """Whether request states are sealed with a random per-process key (none configured)."""
+        ...
+
+    @property
     def serves_legacy(self) -> bool:
         """Whether `initialize`-based (legacy) clients are served."""
         ...

@@ -74,6 +74,7 @@ from .http_responses import (
     status_of,
 )
 from .http_sse import DEFAULT_MAX_STREAMS, SSESessions
+from .shared_key import warn_if_key_is_not_shared
 
 if TYPE_CHECKING:
     from ..server.endpoint import ServerEndpoint
@@ -146,6 +147,7 @@ class StreamableHTTPApp:
             )
         )
         self.server = server
+        warn_if_key_is_not_shared(server)
         #: The legacy sessions of this endpoint.
         self.sessions = LegacySessions(
             server,

@@ -160,12 +160,6 @@ class RoundKeeper:
                 rejections=self.rejections,
             )
         )
-        if self.key_ring is not None and self.key_ring.random:
-            logger.info(
-                "server %r seals requestState with a random per-process key; configure "
-                "ServerOptions.request_state_key for multi-instance deployments",
-                audience,
-            )
 
     def round(self, ctx: RoundContext, target: str, arguments: Any) -> Round:
         """The round `ctx` is: of the tool/prompt named `target`, or of the resource `target`.
