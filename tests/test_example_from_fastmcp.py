@@ -5,9 +5,9 @@ imports changed. The test checks that the two differ in their imports alone, the
 `server.py` as a host would (`mrtr serve` for a 2026-07-28 client, `python server.py` for a
 legacy one) and calls every tool, the resource template and the prompt through `mrtr.Client`.
 
-Some FastMCP habits the example uses are spellings `mrtr` may not accept yet (`HABITS`). A
-step that needs one of them must fail while it is missing and succeed once it is there, so
-the test keeps holding when they arrive.
+The FastMCP spellings it relies on (`ctx.request_context.lifespan_context`, `ctx.info`,
+`Image(data=..., format="png")`, `@mcp.resource("file://{path}")` as a template) are ones
+`mrtr` accepts as they are: every step must work.
 """
 
 from __future__ import annotations
@@ -31,11 +31,8 @@ from mrtr import (
     ElicitResult,
     ImageContent,
     McpError,
-    RequestContext,
-    Server,
     TextContent,
 )
-from mrtr import Image as MrtrImage
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "from_fastmcp"
@@ -47,38 +44,6 @@ PNG_1PX = (
     b"\x90wS\xde\x00\x00\x00\x0cIDATx\x9cc\xf8\xcf\xc0\x00\x00\x03\x01\x01\x00\xc9\xfe\x92\xef"
     b"\x00\x00\x00\x00IEND\xaeB`\x82"
 )
-
-
-def _image_takes_format() -> bool:
-    try:
-        MrtrImage(data=PNG_1PX, format="png")  # type: ignore[call-arg]
-    except TypeError:
-        return False
-    return True
-
-
-def _path_resource_is_a_template() -> bool:
-    probe = Server("probe")
-
-    @probe.resource("file://{path}")
-    def read(path: str) -> str:
-        return path
-
-    return probe.has_resource("file://readme.txt")
-
-
-#: FastMCP spellings the example relies on, and whether this mrtr accepts each.
-HABITS: dict[str, bool] = {
-    "ctx.request_context.lifespan_context": hasattr(RequestContext, "request_context"),
-    "ctx.info(...)": hasattr(RequestContext, "info"),
-    'Image(data=..., format="png")': _image_takes_format(),
-    '@server.resource("file://{path}") as a template': _path_resource_is_a_template(),
-}
-MISSING = frozenset(name for name, accepted in HABITS.items() if not accepted)
-DB = "ctx.request_context.lifespan_context"
-INFO = "ctx.info(...)"
-IMAGE = 'Image(data=..., format="png")'
-TEMPLATE = '@server.resource("file://{path}") as a template'
 
 
 # --- the port changes imports only -----------------------------------------------------------
@@ -225,22 +190,22 @@ async def summarise_prompt(client: Client, seen: Seen) -> None:
     assert content.text.startswith("Summarise note 3 in one sentence.")
 
 
-#: Each step, in order (later steps read what earlier ones stored), with the habits it needs.
-STEPS: list[tuple[Step, frozenset[str]]] = [
-    (add_note, frozenset({DB, INFO})),
-    (add_note_refuses_a_bad_note, frozenset()),
-    (get_note, frozenset({DB})),
-    (get_note_raises_a_tool_error, frozenset({DB})),
-    (search_notes, frozenset({DB})),
-    (tag_note, frozenset({DB})),
-    (import_notes, frozenset({DB, INFO})),
-    (count_words, frozenset()),
-    (divide, frozenset()),
-    (note_chart, frozenset({DB, IMAGE})),
-    (stats, frozenset({DB})),
-    (delete_note, frozenset({DB})),
-    (read_file_template, frozenset({TEMPLATE})),
-    (summarise_prompt, frozenset()),
+#: Each step, in order (later steps read what earlier ones stored).
+STEPS: list[Step] = [
+    add_note,
+    add_note_refuses_a_bad_note,
+    get_note,
+    get_note_raises_a_tool_error,
+    search_notes,
+    tag_note,
+    import_notes,
+    count_words,
+    divide,
+    note_chart,
+    stats,
+    delete_note,
+    read_file_template,
+    summarise_prompt,
 ]
 
 
@@ -276,8 +241,7 @@ async def test_every_tool_of_the_ported_server_runs(
     (folder / "readme.txt").write_text(README_TEXT, encoding="utf-8")
     (tmp_path / "secret.txt").write_text("not for the model", encoding="utf-8")
     seen = Seen()
-    works: dict[str, bool] = {}
-    why: dict[str, str] = {}
+    failures: dict[str, str] = {}
     async with _client(era, folder, seen) as client:
         tools = {tool.name for tool in (await client.list_tools()).tools}
         assert client.era == era
@@ -293,17 +257,12 @@ async def test_every_tool_of_the_ported_server_runs(
             "note_chart",
             "stats",
         }
-        for step, _needs in STEPS:
+        for step in STEPS:
             try:
                 await step(client, seen)
             except (AssertionError, McpError) as error:
-                works[step.__name__] = False
-                why[step.__name__] = f"{type(error).__name__}: {error}"
-            else:
-                works[step.__name__] = True
-    # A step works exactly when this mrtr accepts every habit it needs.
-    expected = {step.__name__: not (needs & MISSING) for step, needs in STEPS}
-    assert works == expected, {"missing habits": sorted(MISSING), "failures": why}
+                failures[step.__name__] = f"{type(error).__name__}: {error}"
+    assert failures == {}
 
 
 def test_a_typed_answer_reads_as_data_as_in_fastmcp() -> None:
