@@ -18,6 +18,10 @@ from typing import Any
 
 import pytest
 
+# The module fixture runs a subprocess whose own failure guard
+# (180 s) fits inside this timeout, on a loaded machine too.
+pytestmark = pytest.mark.timeout(240)
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = {
     "inproc_mrtr_flow",

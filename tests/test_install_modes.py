@@ -30,6 +30,10 @@ import sys
 import mrtr
 from mrtr import Server
 
+# The module fixture runs a subprocess whose own failure guard
+# (300 s, a wheel build) fits inside this timeout, on a loaded machine too.
+pytestmark = pytest.mark.timeout(360)
+
 server = Server("where")
 
 
