@@ -13,6 +13,11 @@ SDK's own, bare keep-alive POSTs for the floor) warms it up, the counters are ze
 `tools/call` needs (decode, add, encode our result; no checks), driven by our client with its
 headers: what any Python MCP server pays on top of the HTTP floor.
 
+The same code given the same requests still varies with the string-hash seed (dict and set
+layouts change with it: about 5% per request between seeds), so each server runs under fixed
+`PYTHONHASHSEED`s (`--seeds`, default 0 1 2) and the table gives their mean, with the spread
+between seeds; compare two versions of the code under the same seeds.
+
 What it counts: the user-space instructions of the server process, uvicorn, httptools and
 uvloop included; not the kernel's work (the socket calls), which is about the same for every
 server, nor cache misses, which make our larger code cost more per instruction deployed than
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import shutil
 import subprocess
@@ -74,11 +80,13 @@ async def _operation(
         yield lambda: once(client)
 
 
-async def count(kind: str, workload: str, operations: int, warmup: int, out_dir: Path) -> float:
-    """Server `kind`'s instructions per operation of `workload`."""
+async def count(
+    kind: str, workload: str, operations: int, warmup: int, out_dir: Path, seed: int = 0
+) -> float:
+    """Server `kind`'s instructions per operation of `workload`, under hash seed `seed`."""
     from benchmarks import xproc
 
-    out = out_dir / f"{kind}.{workload}.callgrind"
+    out = out_dir / f"{kind}.{workload}.{seed}.callgrind"
     argv = [
         "valgrind",
         "--tool=callgrind",
@@ -88,7 +96,11 @@ async def count(kind: str, workload: str, operations: int, warmup: int, out_dir:
         kind,
     ]
     proc = await asyncio.create_subprocess_exec(
-        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, cwd=xproc.ROOT
+        *argv,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        cwd=xproc.ROOT,
+        env={**os.environ, "PYTHONHASHSEED": str(seed)},
     )
     assert proc.stdout is not None
     try:
@@ -125,14 +137,19 @@ async def main(args: argparse.Namespace) -> None:
     slots = asyncio.Semaphore(args.parallel)
     with tempfile.TemporaryDirectory(prefix="mrtr-callgrind-") as tmp:
 
-        async def one(kind: str, workload: str) -> float:
+        async def one(kind: str, workload: str, seed: int) -> float:
             operations = args.operations if workload == "plain" else max(1, args.operations // 2)
             async with slots:
-                return await count(kind, workload, operations, args.warmup, Path(tmp))
+                return await count(kind, workload, operations, args.warmup, Path(tmp), seed)
 
-        counts = await asyncio.gather(*(one(kind, workload) for kind, workload in jobs))
-    per_op = dict(zip(jobs, counts, strict=True))
-    print("server instructions per operation (user space, callgrind; the same for the same code)")
+        runs = [(job, seed) for job in jobs for seed in args.seeds]
+        counts = await asyncio.gather(*(one(*job, seed) for job, seed in runs))
+    by_job: dict[tuple[str, str], list[float]] = {}
+    for (job, _seed), value in zip(runs, counts, strict=True):
+        by_job.setdefault(job, []).append(value)
+    per_op = {job: sum(values) / len(values) for job, values in by_job.items()}
+    print("server instructions per operation (user space, callgrind; the same for the same code")
+    print(f"and hash seed; mean of PYTHONHASHSEED {' '.join(map(str, args.seeds))})")
     header = ["workload", *args.kinds]
     if "floor" in args.kinds and "ours" in args.kinds:
         header.append("ours/floor")
@@ -155,6 +172,12 @@ async def main(args: argparse.Namespace) -> None:
     print("(plain: one tools/call, or one bare POST for the floor; flow: a two-round MRTR flow, "
           "or two bare POSTs;")  # fmt: skip
     print(" floor-mcp: our client's tools/call answered with no checks)")
+    if len(args.seeds) > 1:
+        spreads = ", ".join(
+            f"{kind} {workload} {(max(v) - min(v)) / min(v):.1%}"
+            for (kind, workload), v in by_job.items()
+        )
+        print(f"spread between seeds (max/min - 1): {spreads}")
 
 
 if __name__ == "__main__":
@@ -164,6 +187,9 @@ if __name__ == "__main__":
     parser.add_argument("--operations", type=int, default=400, help="plain calls (flows: half)")
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--parallel", type=int, default=2, help="servers counted at once")
+    parser.add_argument(
+        "--seeds", nargs="+", type=int, default=[0, 1, 2], help="PYTHONHASHSEEDs, one run each"
+    )
     import uvloop
 
     uvloop.run(main(parser.parse_args()))

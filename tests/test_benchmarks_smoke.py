@@ -284,6 +284,8 @@ def test_instruction_counts_cover_the_requests_only() -> None:
             "10",
             "--parallel",
             "3",
+            "--seeds",
+            "0",
         ],
         capture_output=True,
         text=True,
