@@ -453,7 +453,7 @@ class RedisBroker:
                 lost = True
             finally:
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(pubsub.aclose())  # type: ignore[no-untyped-call, unused-ignore]
+                    await asyncio.shield(pubsub.aclose())  # type: ignore[no-untyped-call]
             await asyncio.sleep(delay)
             delay = min(delay * 2, _LAST_RETRY)
 
