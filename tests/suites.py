@@ -50,7 +50,6 @@ UNIT = frozenset(
         "test_server_auth.py",
         "test_server_auth_dpop.py",
         "test_tasks_client.py",
-        "test_tasks_client_app.py",
         "test_tasks_redemption.py",
         "test_tasks_server.py",
         "test_tasks_server_app.py",
