@@ -40,7 +40,8 @@ pip_install() {
 # make_venv PYTHON DIR: a virtual environment of PYTHON at DIR, made once and then kept.
 make_venv() {
     local python=$1 dir=$2 package
-    if [[ -x "$dir/bin/python" ]] && "$dir/bin/python" -c '' 2>/dev/null; then
+    # One cut short (its pip missing) or whose Python is gone is made anew.
+    if [[ -x "$dir/bin/python" ]] && "$dir/bin/python" -c 'import pip' 2>/dev/null; then
         return 0
     fi
     rm -rf "$dir"
