@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,28 @@ from mrtr import Client, Server
 from mrtr.protocol import jsonrpc
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
+from suites import UNIT
+
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under `-m unit`, skip importing the other test files: some need what only the full run
+    installs (the official SDK, the docs tools), and collecting them costs time."""
+    if config.getoption("markexpr") != "unit" or not collection_path.name.startswith("test_"):
+        return None
+    return collection_path.parent != TESTS or collection_path.name not in UNIT
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the files tests/suites.py lists `unit` (`pytest -m unit` runs them alone)."""
+    unknown = sorted(name for name in UNIT if not (TESTS / name).is_file())
+    if unknown:
+        raise pytest.UsageError(f"tests/suites.py lists files that do not exist: {unknown}")
+    for item in items:
+        if item.path.parent == TESTS and item.path.name in UNIT:
+            item.add_marker(pytest.mark.unit)
+
 
 MakeClient = Callable[..., contextlib.AbstractAsyncContextManager[Client]]
 MakeRequest = Callable[..., dict[str, Any]]

@@ -25,6 +25,10 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import xproc  # noqa: E402
 
+# The module's report takes about 30 s, and more than the 120 s of the suite's hang guard on a
+# loaded machine; its own guard (the subprocess's timeout) is 240 s.
+pytestmark = pytest.mark.timeout(300)
+
 PREFIXES = {
     "xproc": ("flow_latency", "plain_latency", "plain_cpu", "flow_cpu", "concurrency"),
     "xlegacy": ("plain_latency", "live_latency", "plain_cpu", "live_cpu", "concurrency"),
