@@ -13,10 +13,10 @@ SDK's own, bare keep-alive POSTs for the floor) warms it up, the counters are ze
 `tools/call` needs (decode, add, encode our result; no checks), driven by our client with its
 headers: what any Python MCP server pays on top of the HTTP floor.
 
-The same code given the same requests still varies with the string-hash seed (dict and set
-layouts change with it: about 5% per request between seeds), so each server runs under fixed
-`PYTHONHASHSEED`s (`--seeds`, default 0 1 2) and the table gives their mean, with the spread
-between seeds; compare two versions of the code under the same seeds.
+The string-hash seed changes dict and set layouts: with a random seed, counts of the same
+code differed by up to 10% from run to run; under a fixed seed they repeat within 1%. So each
+server runs under fixed `PYTHONHASHSEED`s (`--seeds`, default 0 1 2) and the table gives their
+mean, with the spread between seeds; compare two versions of the code under the same seeds.
 
 What it counts: the user-space instructions of the server process, uvicorn, httptools and
 uvloop included; not the kernel's work (the socket calls), which is about the same for every

@@ -238,14 +238,14 @@ def test_serve_log_level_logs_to_stderr_and_never_stdout() -> None:
     assert done.returncode == 0, done.stderr
     (line,) = done.stdout.splitlines()  # stdout: the one response, nothing else
     assert json.loads(line)["result"]["serverInfo"]["name"] == "shop"
-    assert "INFO mrtr.server: server 'shop' seals requestState with a random" in done.stderr
+    assert "INFO mrtr.cli: serving 'shop' over stdio" in done.stderr
 
 
 def test_the_default_level_is_warning_and_the_flag_wins_over_the_environment() -> None:
     quiet = serve_stdio()
     assert quiet.returncode == 0 and "INFO" not in quiet.stderr
     by_env = serve_stdio(env={"MRTR_LOG_LEVEL": "info"})
-    assert "INFO mrtr.server" in by_env.stderr
+    assert "INFO mrtr.cli: serving 'shop'" in by_env.stderr
     flag_wins = serve_stdio("--log-level", "error", env={"MRTR_LOG_LEVEL": "info"})
     assert flag_wins.returncode == 0 and "INFO" not in flag_wins.stderr
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
 import os
 import sys
 import traceback
@@ -216,6 +217,8 @@ def serve(
         else:
             server.run(transport="http", host=host, port=port, **http_options)
     else:
+        # Logged, not printed: a host shows a stdio server's stderr, so only on request.
+        logging.getLogger("mrtr.cli").info("serving %r over stdio", server.name)
         server.run(transport="stdio", **http_options)
 
 

@@ -206,8 +206,12 @@ class FunctionSignature:
 def _refuse_foreign_context(fn: AnyFunction, name: str, annotation: Any) -> None:
     """Refuse a parameter annotated with another SDK's `Context` (an import left over from a
     port): it would be taken for an argument every call lacks."""
-    # `Context[...]` too: a typing generic's origin, or a pydantic model named `Context[...]`.
+    # `Context[...]` too: a typing generic's origin, or a pydantic generic model's (whose
+    # parametrized class pydantic may place in the caller's module).
     kind = get_origin(annotation) or annotation
+    generic = getattr(kind, "__pydantic_generic_metadata__", None)
+    if isinstance(generic, dict) and generic.get("origin") is not None:
+        kind = generic["origin"]
     module = getattr(kind, "__module__", "") or ""
     named = str(getattr(kind, "__name__", "")).partition("[")[0]
     if named == "Context" and module.split(".")[0] in ("mcp", "fastmcp"):
