@@ -292,16 +292,6 @@ class RequestContext(InjectedContext):
         they are on the context itself (`ctx.request_context.lifespan_context` works)."""
         return self
 
-    if not TYPE_CHECKING:  # hidden from type checkers, which keep flagging misspelt names
-
-        def __getattr__(self, name: str) -> Any:
-            hint = _ELSEWHERE.get(name)
-            if hint is None:
-                raise AttributeError(
-                    f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
-                )
-            raise AttributeError(f"ctx.{name} is not part of mrtr: {hint}", name=name, obj=self)
-
     @property
     def round(self) -> int:
         """How many `InputRequiredResult`s this request has been through (0 on the first try)."""
@@ -675,6 +665,25 @@ _ELSEWHERE = {
     "read_resource": "call the resource's function directly: it is a plain Python function",
     "headers": "over HTTP, ctx.transport_info is the request's ASGI scope: read its 'headers'",
 }
+
+
+class _Elsewhere:
+    """A name of another SDK's context: reading it on a context raises an `AttributeError`
+    naming the mrtr way. A descriptor per name rather than `__getattr__` on the class, which
+    would send every attribute read of every context through a slow lookup."""
+
+    def __init__(self, name: str, hint: str) -> None:
+        self.name = name
+        self.hint = hint
+
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        raise AttributeError(f"ctx.{self.name} is not part of mrtr: {self.hint}", name=self.name)
+
+
+for _name, _hint in _ELSEWHERE.items():
+    setattr(RequestContext, _name, _Elsewhere(_name, _hint))
 
 
 def _elicit_spelling(
