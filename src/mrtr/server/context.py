@@ -667,6 +667,33 @@ _ELSEWHERE = {
 }
 
 
+#: Makes a request's context from `(request_id, method, params, notify, transport_info,
+#: session)`, positionally (a keyword argument would cost every context a dict).
+ContextFactory = Callable[
+    [jsonrpc.RequestId, str, dict[str, Any], NotifySink | None, Any, "LegacySession | None"],
+    RequestContext,
+]
+
+
+def context_factory(server: ServerFace, live: SessionAsking) -> ContextFactory:
+    """`server`'s maker of request contexts (`Inbound.context`), legacy ones asking `live`."""
+
+    def make(
+        request_id: jsonrpc.RequestId,
+        method: str,
+        params: dict[str, Any],
+        notify: NotifySink | None,
+        transport_info: Any,
+        session: LegacySession | None,
+    ) -> RequestContext:
+        # Positional all through: keywords would cost each context a dict and an unpacking.
+        return RequestContext(
+            server, request_id, method, params, notify, transport_info, None, None, session, live
+        )
+
+    return make
+
+
 class _Elsewhere:
     """A name of another SDK's context: reading it on a context raises an `AttributeError`
     naming the mrtr way. A descriptor per name rather than `__getattr__` on the class, which

@@ -22,7 +22,7 @@ from typing import Any, TypeVar, Unpack, overload
 from ..protocol.tasks import EXTENSION_ID as TASKS_EXTENSION
 from ..protocol.types import Icon, Implementation
 from ..settings import http_options, request_state_key, request_state_verify_keys, server_options
-from .context import NotifySink, RequestContext
+from .context import NotifySink, context_factory
 from .entry import Entry
 from .invocation import Invocation
 from .legacy import LegacyMethods
@@ -102,7 +102,7 @@ class Server:
             self.instructions,
         )  # fmt: skip
         legacy = LegacyMethods(registry, invocation, options, caps, info, self.instructions)
-        context = functools.partial(RequestContext, self, live=LIVE)
+        context = context_factory(self, LIVE)
         entry = self._entry = Entry(self._modern, legacy, self._rounds, options, context)
         _shortcut(
             self, handle_message=entry.handle_message, handle_request=entry.handle_request,
