@@ -129,12 +129,12 @@ class Entry:
                 and self.options.input_required.legacy_shim
                 and not is_modern(params)
             ):
-                request = Inbound.new(
+                request = Inbound(
                     self.make_context, request_id, method, params, notify, transport_info, session
                 )
                 result = await self._legacy_path(request)
                 return {"jsonrpc": "2.0", "id": request_id, "result": result}
-            request = Inbound.new(
+            request = Inbound(
                 self.make_context, request_id, method, params, notify, transport_info, None
             )
             result = await self._modern_path(request)

@@ -16,8 +16,6 @@ from ..protocol import jsonrpc
 from .context import ContextFactory, NotifySink, RequestContext
 from .session import LegacySession
 
-_new = object.__new__
-
 
 class Inbound:
     """One request: what it says, where it came from, and its context once made."""
@@ -46,30 +44,6 @@ class Inbound:
         #: The legacy session the request came on; None for a 2026-07-28 request.
         self.session = session
         self._ctx = ctx
-
-    @classmethod
-    def new(
-        cls,
-        factory: ContextFactory,
-        request_id: jsonrpc.RequestId,
-        method: str,
-        params: dict[str, Any],
-        notify: NotifySink | None,
-        transport_info: Any,
-        session: LegacySession | None,
-    ) -> Inbound:
-        """What `Inbound(...)` makes, for the entry's every request: calling the class would
-        run `__init__` in a second interpreter frame from C, which costs several times this."""
-        self = _new(cls)
-        self._factory = factory
-        self.request_id = request_id
-        self.method = method
-        self.params = params
-        self.notify = notify
-        self.transport_info = transport_info
-        self.session = session
-        self._ctx = None
-        return self
 
     @classmethod
     def of(cls, ctx: RequestContext) -> Inbound:
