@@ -23,16 +23,16 @@ from mcp.client.stdio import StdioServerParameters
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# The module fixtures run subprocesses whose own failure guard (300 s, a wheel build) fits
+# inside this timeout, on a loaded machine too.
+pytestmark = pytest.mark.timeout(360)
+
 # A tool that tells which mrtr serves it and which extra package it could import.
 WHERE = """\
 import sys
 
 import mrtr
 from mrtr import Server
-
-# The module fixture runs a subprocess whose own failure guard
-# (300 s, a wheel build) fits inside this timeout, on a loaded machine too.
-pytestmark = pytest.mark.timeout(360)
 
 server = Server("where")
 
