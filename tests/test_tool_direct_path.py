@@ -15,7 +15,7 @@ import pytest
 from mrtr import InputRequiredResult, McpError, RequestContext, Server, ServerOptions, ToolError
 from mrtr.inputs import elicit_request
 from mrtr.server import InputRequiredConfig
-from mrtr.server import server as server_module
+from mrtr.server import context as context_module
 from mrtr.server.input_bounds import MAX_DEPTH
 from mrtr_flows import call_tool, error_of, result_of
 from test_legacy_server import Peer, initialized, send
@@ -158,7 +158,8 @@ async def test_a_context_free_tool_runs_without_a_context(
             made.append(args[2])
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(server_module, "RequestContext", Counted)
+    # The server makes its contexts through `context_factory`, which reads the class here.
+    monkeypatch.setattr(context_module, "RequestContext", Counted)
     server = _server(full_path=False)
     assert result_of(await call_tool(server, "add", {"a": 1, "b": 2}))["structuredContent"] == {
         "result": 3
