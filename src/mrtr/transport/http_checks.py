@@ -32,6 +32,12 @@ _LOCAL_HOSTS = frozenset(("localhost", "127.0.0.1", "::1"))
 _NAME_FIELDS = mcp_headers.NAME_FIELDS
 _NAME_OPTIONAL = mcp_headers.NAME_OPTIONAL
 _METHOD = b"mcp-method"
+_VERSION = b"mcp-protocol-version"
+_NAME = b"mcp-name"
+_PROTOCOL_VERSION = meta_keys.PROTOCOL_VERSION
+#: A header triple that passed: the method, protocol version and name they name, and the
+#: params field the name is compared with (None for a method without one).
+_Passed = tuple[str, str, "str | None", "str | None"]
 _CACHE_LIMIT = 256  # distinct values of a header remembered
 _CACHE_KEY_LIMIT = 512  # bytes of the longest header value remembered
 
@@ -162,6 +168,8 @@ class HeaderChecks:
         self.name_cache: dict[bytes, str] = {}  # Mcp-Name, decoded
         self.host_cache: dict[bytes, bool] = {}
         self.tool_params: dict[str, tuple[dict[str, Any], tuple[ParamHeader, ...]]] = {}
+        #: (`Mcp-Method`, `MCP-Protocol-Version`, `Mcp-Name`) raw values that passed.
+        self.passed: dict[tuple[bytes | None, ...], _Passed] = {}
 
     def forbidden(self, headers: dict[bytes, bytes]) -> str | None:
         """Why a request is refused with 403 (its `Origin` or `Host`), or None."""
@@ -177,7 +185,46 @@ class HeaderChecks:
     ) -> McpError | None:
         """Compare the request metadata headers with the body (see `headers.py`)."""
         method: str = message["method"]
-        raw = headers.get(_METHOD)
+        params = message.get("params")
+        # A client sends the same headers again and again: a triple that passed before, with
+        # a body that says the same, passes with one lookup (`_compare` remembers it).
+        key = (headers.get(_METHOD), headers.get(_VERSION), headers.get(_NAME))
+        passed = self.passed.get(key)
+        if (
+            passed is None
+            or params is None
+            or passed[0] != method
+            or type(meta := params.get("_meta")) is not dict
+            or meta.get(_PROTOCOL_VERSION) != passed[1]
+            or (passed[3] is not None and params.get(passed[3]) != passed[2])
+        ):
+            problem = self._compare(method, params, headers, key)
+            if problem is not None:
+                return problem
+        if method == "tools/call" and params is not None:
+            name = params.get("name")
+            if type(name) is str:
+                definition = self.server.tool_definition(name)
+                cached = self.tool_params.get(name)
+                annotated = (
+                    cached[1]
+                    if cached is not None and cached[0] is definition
+                    else self._header_params(name, definition)
+                )
+                if annotated:
+                    return check_param_headers(annotated, params.get("arguments"), headers)
+        return None
+
+    def _compare(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        headers: dict[bytes, bytes],
+        key: tuple[bytes | None, bytes | None, bytes | None],
+    ) -> McpError | None:
+        """`check_headers` of `Mcp-Method`, `MCP-Protocol-Version` and `Mcp-Name`, each header
+        on its own (`key` holds their raw values); a triple that passes is remembered."""
+        raw = key[0]
         if raw is None:
             hint = (
                 "; a client of MCP 2025-11-25 or earlier sends initialize first"
@@ -195,12 +242,11 @@ class HeaderChecks:
             return mismatch(
                 f"Mcp-Method header value {show(value)} does not match body method {show(method)}"
             )
-        params = message.get("params")
-        raw = headers.get(b"mcp-protocol-version")
+        raw = key[1]
         if raw is None:
             return mismatch("the MCP-Protocol-Version header is required")
         meta = params.get("_meta") if params is not None else None
-        body_version = meta.get(meta_keys.PROTOCOL_VERSION) if isinstance(meta, dict) else None
+        body_version = meta.get(_PROTOCOL_VERSION) if isinstance(meta, dict) else None
         # A body without a version is malformed, which the dispatcher reports (-32602).
         if isinstance(body_version, str):
             value = texts.get(raw)
@@ -209,15 +255,19 @@ class HeaderChecks:
             if value != body_version:
                 return mismatch(
                     f"MCP-Protocol-Version header value {show(value)} does not match "
-                    f"_meta[{meta_keys.PROTOCOL_VERSION!r}] {show(body_version)}"
+                    f"_meta[{_PROTOCOL_VERSION!r}] {show(body_version)}"
                 )
+        else:
+            body_version = None  # not remembered: the next such request is checked again
         field = _NAME_FIELDS.get(method)
         if field is None or params is None:
+            if body_version is not None:
+                self._passed(key, (method, body_version, None, None))
             return None
         name = params.get(field)
         if not isinstance(name, str):
             return None  # the dispatcher says what is wrong with the body
-        raw = headers.get(b"mcp-name")
+        raw = key[2]
         if raw is None:
             if method in _NAME_OPTIONAL:
                 return None  # tasks/*: lenient on a missing header (see `NAME_OPTIONAL`)
@@ -235,17 +285,16 @@ class HeaderChecks:
                 f"Mcp-Name header value {show(value)} does not match body params.{field} "
                 f"{show(name)}"
             )
-        if method == "tools/call":
-            definition = self.server.tool_definition(name)
-            cached = self.tool_params.get(name)
-            annotated = (
-                cached[1]
-                if cached is not None and cached[0] is definition
-                else self._header_params(name, definition)
-            )
-            if annotated:
-                return check_param_headers(annotated, params.get("arguments"), headers)
+        if body_version is not None:
+            self._passed(key, (method, body_version, name, field))
         return None
+
+    def _passed(self, key: tuple[bytes | None, ...], texts: _Passed) -> None:
+        # Bounded as the other caches: in entries, and in the bytes of a key.
+        if sum(len(raw) for raw in key if raw is not None) <= _CACHE_KEY_LIMIT:
+            if len(self.passed) >= _CACHE_LIMIT:
+                self.passed.clear()
+            self.passed[key] = texts
 
     def _header_params(
         self, tool: str, definition: dict[str, Any] | None
