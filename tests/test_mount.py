@@ -1,0 +1,257 @@
+"""`Server.mount(prefix, other)`: a mounted server's tools, prompts, resources, templates and
+completions under the prefix, its questions answered by the outer client in both eras, its
+list changes announced by the outer server, its lifespan run inside the outer one, and
+collisions refused whenever they happen.
+
+The servers are `tests/servers/mount_server.py`: in memory here, and served by `mrtr serve`
+over Streamable HTTP (our client in both eras) and stdio (the official SDK's legacy client).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp
+import mcp_types
+import pytest
+from mcp.client.stdio import StdioServerParameters
+
+from loopback_process import free_port, listening
+from mrtr import Client, ElicitRequestParams, ElicitResult, Server
+from mrtr.client.options import ClientOptions
+
+SCRIPT = Path(__file__).resolve().parent / "servers" / "mount_server.py"
+_spec = importlib.util.spec_from_file_location("mount_server", SCRIPT)
+assert _spec is not None and _spec.loader is not None
+mount_server = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(mount_server)
+
+GUARD = 20.0  # seconds: only reached when something is broken
+LEGACY = ClientOptions(protocol="legacy")
+ANSWERS = {"Units?": {"u": "C"}, "Days?": {"n": 3}}
+
+
+class User:
+    """Answers the forecast's two questions, and remembers what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def __call__(self, params: ElicitRequestParams) -> ElicitResult:
+        self.asked.append(params.message)
+        return ElicitResult(action="accept", content=ANSWERS[params.message])
+
+
+@asynccontextmanager
+async def hub_client(**kwargs: Any) -> AsyncIterator[tuple[Client, Server, User]]:
+    hub, weather = mount_server.build()
+    user = User()
+    async with Client.in_memory(hub, elicitation_handler=user, **kwargs) as client:
+        yield client, weather, user
+
+
+def text(result: Any) -> str:
+    return str(result.content[0].text)
+
+
+# --- lists, calls, reads, prompts, completions ---------------------------------------------
+
+
+@pytest.mark.parametrize("options", [None, LEGACY], ids=["modern", "legacy"])
+async def test_everything_mounted_is_listed_under_the_prefix(options: Any) -> None:
+    async with hub_client(options=options or ClientOptions()) as (client, _, _):
+        tools = (await client.list_tools()).tools
+        assert [t.name for t in tools] == ["echo", "weather_forecast", "weather_station"]
+        forecast = tools[1]
+        assert forecast.description and forecast.description.startswith("The forecast")
+        assert forecast.input_schema["required"] == ["city"]
+        resources = (await client.list_resources()).resources
+        assert [r.uri for r in resources] == ["weather://weather/stations"]
+        templates = (await client.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == ["weather://weather/city/{name}"]
+        assert [p.name for p in (await client.list_prompts()).prompts] == ["weather_brief"]
+
+
+@pytest.mark.parametrize("options", [None, LEGACY], ids=["modern", "legacy"])
+async def test_mounted_resources_templates_prompts_and_completions_answer(options: Any) -> None:
+    async with hub_client(options=options or ClientOptions()) as (client, _, _):
+        static = await client.read_resource("weather://weather/stations")
+        assert [(c.uri, c.text) for c in static.contents] == [  # type: ignore[union-attr]
+            ("weather://weather/stations", "Kew, Heathrow")
+        ]
+        city = await client.read_resource("weather://weather/city/Oslo")
+        assert [(c.uri, c.text) for c in city.contents] == [  # type: ignore[union-attr]
+            ("weather://weather/city/Oslo", "city Oslo")
+        ]
+        prompt = await client.get_prompt("weather_brief", {"city": "Rome"})
+        assert prompt.messages[0].content.text == "Brief me on the weather in Rome"  # type: ignore[union-attr]
+        done = await client.complete(
+            {"type": "ref/prompt", "name": "weather_brief"}, {"name": "city", "value": "L"}
+        )
+        assert done.completion.values == ["London", "Lisbon"]
+        assert text(await client.call_tool("echo", {"text": "own"})) == "own"
+
+
+# --- questions, logs and the lifespan --------------------------------------------------------
+
+
+async def test_a_mounted_tool_asks_twice_in_two_modern_rounds() -> None:
+    logs: list[Any] = []
+    async with hub_client(log_handler=logs.append, log_level="info") as (client, _, user):
+        result = await client.call_tool("weather_forecast", {"city": "London"})
+    assert text(result) == "London: sunny in C for 3 days (Kew)"
+    assert user.asked == ["Units?", "Days?"]
+    assert [entry["data"] for entry in logs] == ["forecast asked for London"]
+
+
+async def test_a_mounted_tool_asks_twice_live_on_a_legacy_session() -> None:
+    logs: list[Any] = []
+    async with hub_client(options=LEGACY, log_handler=logs.append) as (client, _, user):
+        result = await client.call_tool("weather_forecast", {"city": "Paris"})
+    assert text(result) == "Paris: sunny in C for 3 days (Kew)"
+    assert user.asked == ["Units?", "Days?"]
+    assert [entry["data"] for entry in logs] == ["forecast asked for Paris"]
+
+
+async def test_the_mounted_lifespan_runs_inside_the_outer_one() -> None:
+    hub, weather = mount_server.build()
+    with pytest.raises(Exception, match="not running"):
+        _ = weather.lifespan_state
+    async with Client.in_memory(hub) as client:
+        state = weather.lifespan_state
+        assert state["opened"] is True
+        assert text(await client.call_tool("weather_station", {})) == "Kew"
+    assert state["opened"] is False  # run out when the outer server stopped
+
+
+async def test_mounting_while_serving_is_refused() -> None:
+    hub, _ = mount_server.build()
+    async with hub.running():
+        with pytest.raises(RuntimeError, match="mount before serving"):
+            hub.mount("late", Server("late"))
+
+
+# --- collisions ----------------------------------------------------------------------------
+
+
+def test_a_collision_at_mount_time_is_an_error_naming_both_and_changes_nothing() -> None:
+    outer = Server("outer")
+    outer.add_tool(lambda: "mine", name="weather_station")
+    weather = Server("weather")
+    weather.add_tool(lambda: "its", name="station")
+    weather.add_tool(lambda: "other", name="other")
+    with pytest.raises(ValueError, match=r"'weather_station'.*'station' of 'weather'.*'weather'"):
+        outer.mount("weather", weather)
+    assert outer.tool_definition("weather_other") is None
+
+
+def test_a_resource_collision_at_mount_time_is_an_error() -> None:
+    outer = Server("outer")
+    outer.add_resource(lambda: "mine", "data://data/x")
+    data = Server("data")
+    data.add_resource(lambda: "its", "data://x")
+    with pytest.raises(ValueError, match="data://data/x"):
+        outer.mount("data", data)
+
+
+def test_a_later_registration_on_either_side_that_would_collide_raises() -> None:
+    hub, weather = mount_server.build()
+    with pytest.raises(ValueError, match=r"'weather_forecast'.*mounted at prefix 'weather'"):
+        hub.add_tool(lambda: "mine", name="weather_forecast")
+    with pytest.raises(ValueError, match="weather_brief"):
+        hub.add_prompt(lambda: "mine", name="weather_brief")
+    hub.add_tool(lambda: "mine", name="weather_radar")
+    with pytest.raises(ValueError, match=r"'weather_radar'.*'radar' of 'weather'"):
+        weather.add_tool(lambda: "its", name="radar")
+    assert weather.tool_definition("radar") is None  # refused before it was registered
+
+
+def test_a_bad_prefix_is_refused() -> None:
+    with pytest.raises(ValueError, match="mount prefix 'a b'"):
+        Server("outer").mount("a b", Server("inner"))
+
+
+# --- list changes ----------------------------------------------------------------------------
+
+
+async def test_list_changes_of_the_mounted_server_reach_the_outer_clients() -> None:
+    async with hub_client() as (client, weather, _):
+        async with client.listen(tools=True, resources=True) as changes:
+            weather.add_tool(lambda: "wind", name="wind")
+            async with asyncio.timeout(GUARD):
+                first = await anext(aiter(changes))
+            assert first.kind == "tools"
+            names = [t.name for t in (await client.list_tools()).tools]
+            assert "weather_wind" in names
+            assert text(await client.call_tool("weather_wind", {})) == "wind"
+            weather.remove_tool("wind")
+            async with asyncio.timeout(GUARD):
+                assert (await anext(aiter(changes))).kind == "tools"
+            assert "weather_wind" not in [t.name for t in (await client.list_tools()).tools]
+            weather.add_resource(lambda: "hi", "weather://alerts")
+            async with asyncio.timeout(GUARD):
+                assert (await anext(aiter(changes))).kind == "resources"
+        uris = [r.uri for r in (await client.list_resources()).resources]
+        assert "weather://weather/alerts" in uris
+
+
+async def test_a_legacy_session_hears_the_mounted_list_change() -> None:
+    changed = asyncio.Event()
+    async with hub_client(options=LEGACY) as (client, weather, _):
+        async with client.listen(tools=True) as changes:
+            weather.add_tool(lambda: "gust", name="gust")
+            async with asyncio.timeout(GUARD):
+                assert (await anext(aiter(changes))).kind == "tools"
+                changed.set()
+        assert "weather_gust" in [t.name for t in (await client.list_tools()).tools]
+    assert changed.is_set()
+
+
+# --- over real transports -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("options", [None, LEGACY], ids=["modern", "legacy"])
+async def test_over_http_a_mounted_tool_asks_twice(options: Any) -> None:
+    port = free_port()
+    command = [sys.executable, "-m", "mrtr", "serve", f"{SCRIPT}:server"]
+    with listening([*command, "--transport", "http", "--port", str(port)], port):
+        user = User()
+        async with Client.http(
+            f"http://127.0.0.1:{port}/mcp",
+            elicitation_handler=user,
+            options=options or ClientOptions(),
+        ) as client:
+            assert "weather_forecast" in [t.name for t in (await client.list_tools()).tools]
+            result = await client.call_tool("weather_forecast", {"city": "Oslo"})
+            assert text(result) == "Oslo: sunny in C for 3 days (Kew)"
+            read = await client.read_resource("weather://weather/city/Bergen")
+            assert read.contents[0].text == "city Bergen"  # type: ignore[union-attr]
+    assert user.asked == ["Units?", "Days?"]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_the_official_client_over_stdio_answers_a_mounted_tool(mode: str) -> None:
+    """`legacy`: live questions on an `initialize` session; `auto`: it finds the server
+    modern and runs the MRTR rounds itself."""
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: Any) -> mcp_types.ElicitResult:
+        asked.append(params.message)
+        return mcp_types.ElicitResult(action="accept", content=ANSWERS[params.message])
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mrtr", "serve", f"{SCRIPT}:server"],
+        env=dict(os.environ),  # its default environment leaves out PYTHONPATH
+    )
+    async with mcp.Client(params, mode=mode, elicitation_callback=elicit) as client:
+        result = await client.call_tool("weather_forecast", {"city": "Lima"})
+    assert result.content[0].text == "Lima: sunny in C for 3 days (Kew)"  # type: ignore[union-attr]
+    assert asked == ["Units?", "Days?"]
