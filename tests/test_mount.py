@@ -104,11 +104,31 @@ async def test_mounted_resources_templates_prompts_and_completions_answer(option
 
 async def test_a_mounted_tool_asks_twice_in_two_modern_rounds() -> None:
     logs: list[Any] = []
+    progress: list[float] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append(done)
+
+    mount_server.SEEN.clear()
     async with hub_client(log_handler=logs.append, log_level="info") as (client, _, user):
-        result = await client.call_tool("weather_forecast", {"city": "London"})
+        result = await client.call_tool(
+            "weather_forecast", {"city": "London"}, progress_callback=on_progress
+        )
     assert text(result) == "London: sunny in C for 3 days (Kew)"
     assert user.asked == ["Units?", "Days?"]
+    # Logged and reported once, though the outer handler ran in three rounds.
     assert [entry["data"] for entry in logs] == ["forecast asked for London"]
+    assert progress == [1]
+    # The outer middleware runs around each round of the outer call; the mounted server's own
+    # around each round of its handler, which runs once per question.
+    assert mount_server.SEEN == [
+        "hub saw weather_forecast",
+        "weather saw forecast",
+        "hub saw weather_forecast",
+        "weather saw forecast",
+        "hub saw weather_forecast",
+        "weather saw forecast",
+    ]
 
 
 async def test_a_mounted_tool_asks_twice_live_on_a_legacy_session() -> None:

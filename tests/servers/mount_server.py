@@ -1,6 +1,7 @@
 """A server that mounts another: `hub` offers its own `echo` and, under the prefix `weather`,
 everything of the `weather` server (a tool that asks twice, resources, a template, a prompt,
-completions, and a lifespan whose state the mounted handlers read).
+completions, and a lifespan whose state the mounted handlers read); each server's middleware
+notes the tool calls it sees in `SEEN`.
 
 `build()` makes a fresh pair for in-memory tests; `server` is the hub `mrtr serve` serves.
 """
@@ -12,6 +13,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from mrtr import RequestContext, Server
+from mrtr.middleware import CallNext
+
+#: What each server's middleware saw of the tool calls it ran around.
+SEEN: list[str] = []
 
 
 @contextlib.asynccontextmanager
@@ -29,6 +34,7 @@ def build() -> tuple[Server, Server]:
     async def forecast(city: str, ctx: RequestContext) -> str:
         """The forecast for a city, in the units and for the days the user picks."""
         await ctx.info(f"forecast asked for {city}")
+        await ctx.report_progress(1, 2)
         units = await ctx.elicit(
             "Units?", {"type": "object", "properties": {"u": {"type": "string"}}}
         )
@@ -61,7 +67,19 @@ def build() -> tuple[Server, Server]:
     def complete(ref: Any, argument: Any, context: Any) -> list[str]:
         return [c for c in ("London", "Lisbon", "Paris") if c.startswith(argument["value"])]
 
+    @weather.middleware
+    async def weather_seen(ctx: RequestContext, call_next: CallNext) -> dict[str, Any]:
+        if ctx.method == "tools/call":
+            SEEN.append(f"weather saw {ctx.params['name']}")
+        return await call_next(ctx)
+
     hub = Server("hub")
+
+    @hub.middleware
+    async def hub_seen(ctx: RequestContext, call_next: CallNext) -> dict[str, Any]:
+        if ctx.method == "tools/call":
+            SEEN.append(f"hub saw {ctx.params['name']}")
+        return await call_next(ctx)
 
     @hub.tool()
     def echo(text: str) -> str:
