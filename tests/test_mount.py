@@ -13,7 +13,7 @@ import asyncio
 import importlib.util
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ import pytest
 from mcp.client.stdio import StdioServerParameters
 
 from loopback_process import free_port, listening
-from mrtr import Client, ElicitRequestParams, ElicitResult, Server
+from mrtr import Client, ElicitRequestParams, ElicitResult, RequestContext, Server, ToolError
 from mrtr.client.options import ClientOptions
 
 SCRIPT = Path(__file__).resolve().parent / "servers" / "mount_server.py"
@@ -193,6 +193,14 @@ def test_a_later_registration_on_either_side_that_would_collide_raises() -> None
     assert weather.tool_definition("radar") is None  # refused before it was registered
 
 
+def test_a_mounted_tool_keeps_the_scopes_it_was_registered_with() -> None:
+    weather = Server("weather")
+    weather.add_tool(lambda: "r", name="radar", scopes=["weather:read"])
+    hub = Server("hub")
+    hub.mount("weather", weather)
+    assert hub.tool_scopes("weather_radar") == frozenset({"weather:read"})
+
+
 def test_a_bad_prefix_is_refused() -> None:
     with pytest.raises(ValueError, match="mount prefix 'a b'"):
         Server("outer").mount("a b", Server("inner"))
@@ -275,3 +283,71 @@ async def test_the_official_client_over_stdio_answers_a_mounted_tool(mode: str) 
         result = await client.call_tool("weather_forecast", {"city": "Lima"})
     assert result.content[0].text == "Lima: sunny in C for 3 days (Kew)"  # type: ignore[union-attr]
     assert asked == ["Units?", "Days?"]
+
+
+# --- failures, and a mountable that is not a Server -------------------------------------------
+
+
+async def test_a_mounted_tool_failure_is_its_result_and_a_protocol_error_stays_one() -> None:
+    weather = Server("weather")
+
+    @weather.tool()
+    def broken() -> str:
+        raise ToolError("the barometer is broken")
+
+    hub = Server("hub")
+    hub.mount("weather", weather)
+    async with Client.in_memory(hub) as client:
+        failed = await client.call_tool("weather_broken", {})
+        assert failed.is_error and "the barometer is broken" in text(failed)
+        weather.remove_tool("broken")
+        with pytest.raises(Exception, match="Unknown tool: 'weather_broken'"):
+            await client.call_tool("weather_broken", {})
+
+
+class Almanac:
+    """A `Mountable` that is no `Server`: one tool, answered in place, asking one question."""
+
+    name = "almanac"
+
+    def __init__(self) -> None:
+        self.changed: Callable[[str], None] | None = None
+        self.tools = [{"name": "sunrise", "inputSchema": {"type": "object"}}]
+
+    def listing(self, kind: str) -> list[dict[str, Any]]:
+        return self.tools if kind == "tools" else []
+
+    def watch(self, changed: Callable[[str], None], check: Callable[[str, str], None]) -> None:
+        self.changed = changed
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        yield
+
+    def tool_scopes(self, name: str) -> frozenset[str]:
+        return frozenset()
+
+    async def request(
+        self, method: str, params: dict[str, Any], ctx: RequestContext
+    ) -> dict[str, Any]:
+        answer = await ctx.elicit("Where?", {"type": "object"})
+        where = (answer.content or {}).get("place")
+        return {"content": [{"type": "text", "text": f"{params['name']} at {where}: 06:12"}]}
+
+
+async def test_any_mountable_can_be_mounted() -> None:
+    almanac = Almanac()
+    hub = Server("hub")
+    hub.mount("almanac", almanac)
+
+    def where(params: ElicitRequestParams) -> ElicitResult:
+        return ElicitResult(action="accept", content={"place": "Kew"})
+
+    async with Client.in_memory(hub, elicitation_handler=where) as client:
+        result = await client.call_tool("almanac_sunrise", {})
+        assert text(result) == "sunrise at Kew: 06:12"
+        almanac.tools = [*almanac.tools, {"name": "sunset", "inputSchema": {"type": "object"}}]
+        assert almanac.changed is not None
+        almanac.changed("toolsListChanged")
+        names = [t.name for t in (await client.list_tools()).tools]
+        assert names == ["almanac_sunrise", "almanac_sunset"]

@@ -90,6 +90,10 @@ class Mountable(Protocol):
     def running(self) -> AbstractAsyncContextManager[Any]:
         """Its lifespan: entered while the outer server runs."""
 
+    def tool_scopes(self, name: str) -> frozenset[str]:
+        """The OAuth scopes a caller's token needs to call its tool `name` (checked by the
+        outer server over HTTP, where tokens are, as for its own tools)."""
+
     def request(
         self, method: str, params: dict[str, Any], ctx: RequestContext
     ) -> Awaitable[dict[str, Any]]:
@@ -138,6 +142,10 @@ class ServerMountable:
         """The server's lifespan."""
         return self.server.running()
 
+    def tool_scopes(self, name: str) -> frozenset[str]:
+        """The scopes its tool `name` was registered with."""
+        return self.registry.tool_scopes(name)
+
     def request(
         self, method: str, params: dict[str, Any], ctx: RequestContext
     ) -> Awaitable[dict[str, Any]]:
@@ -176,9 +184,9 @@ async def relay_rounds(
     step = 0
     while True:
         step += 1
-        result: dict[str, Any] = await ctx.once(
-            f"mounted:{step}", functools.partial(send, method, request)
-        )
+        # "retry": a round cut short may run again, as its own `once` keeps its effects.
+        run = functools.partial(send, method, request)
+        result: dict[str, Any] = await ctx.once(f"mounted:{step}", run, on_uncertain="retry")
         if result.get("resultType") != "input_required":
             result.pop("resultType", None)
             result_meta = result.get("_meta")
@@ -351,6 +359,7 @@ class Mount:
 
             tool = _MountedTool(call_tool, name=outer)
             tool.wire = {**wire, "name": outer}
+            tool.scopes = other.tool_scopes(name)
             registry.add_tool(tool)
         elif noun == "prompt":
             name = wire["name"]
