@@ -226,6 +226,9 @@ async def test_list_changes_of_the_mounted_server_reach_the_outer_clients() -> N
             weather.add_resource(lambda: "hi", "weather://alerts")
             async with asyncio.timeout(GUARD):
                 assert (await anext(aiter(changes))).kind == "resources"
+            weather.notify_tools_changed()  # said by hand, heard as well
+            async with asyncio.timeout(GUARD):
+                assert (await anext(aiter(changes))).kind == "tools"
         uris = [r.uri for r in (await client.list_resources()).resources]
         assert "weather://weather/alerts" in uris
 

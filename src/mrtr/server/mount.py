@@ -324,19 +324,30 @@ class Mount:
                 wanted[(noun, outer)] = wire
         return wanted
 
-    def sync(self, change: str) -> None:
-        """Make the registry hold what the mountable lists now for `change` (rule 5)."""
+    def sync(self, change: str) -> bool:
+        """Make the registry hold what the mountable lists now for `change` (rule 5), which
+        announces what it changes; whether anything changed."""
         wanted = self.wanted(change)
         self._syncing = True
+        changed = False
         try:
             for held in [h for h in self.held if h[0] in _nouns(change)]:
                 if wanted.get(held) != self.held[held]:
                     self._remove(*held)
+                    changed = True
             for (noun, outer), wire in wanted.items():
                 if (noun, outer) not in self.held:
                     self._add(noun, outer, wire)
+                    changed = True
         finally:
             self._syncing = False
+        return changed
+
+    def changed(self, change: str) -> None:
+        """The mountable's list of `change` changed: apply it (rule 5); a change announced
+        with nothing to apply (`notify_tools_changed()` said by hand) is announced as well."""
+        if not self.sync(change):
+            self.registry.on_change(change)
 
     def _remove(self, noun: str, outer: str) -> None:
         del self.held[(noun, outer)]
@@ -455,7 +466,7 @@ def mount(registry: Registry, lifespan: LifespanRunner, prefix: str, other: Moun
     for change in KINDS:
         added.sync(change)
     registry.guards.append(added.guard_outer)
-    other.watch(added.sync, added.guard_inner)
+    other.watch(added.changed, added.guard_inner)
     completions = registry.completion
     if not isinstance(completions, Completions):
         completions = Completions(registry.completion, registry.completion_takes_ctx)

@@ -318,15 +318,15 @@ class Server:
 
     def notify_tools_changed(self) -> None:
         """Tell listening clients that the tool list changed (registering a tool does this)."""
-        self._list_changed(TOOLS_LIST_CHANGED)
+        self._registry.on_change(TOOLS_LIST_CHANGED)  # a server mounting this one hears it
 
     def notify_prompts_changed(self) -> None:
         """Tell listening clients that the prompt list changed."""
-        self._list_changed(PROMPTS_LIST_CHANGED)
+        self._registry.on_change(PROMPTS_LIST_CHANGED)  # a server mounting this one hears it
 
     def notify_resources_changed(self) -> None:
         """Tell listening clients that the resource list changed."""
-        self._list_changed(RESOURCES_LIST_CHANGED)
+        self._registry.on_change(RESOURCES_LIST_CHANGED)  # a server mounting this one hears it
 
     def notify_resource_updated(self, uri: str) -> None:
         """Tell clients subscribed to `uri` that the resource changed."""
