@@ -7,6 +7,7 @@ below it:
 * `invocation.py`: the one path from a request to a registered function and back;
 * `modern.py` and `legacy.py`: each era's dispatcher, rendering its own results;
 * `entry.py`: where a message enters, its era is decided once, and its answer leaves.
+* `mount.py`: another server's tools, prompts and resources offered under a prefix.
 
 Transports move bytes and call `handle_message`/`handle_request`; nothing here knows of
 sockets, HTTP or stdio.
