@@ -201,6 +201,17 @@ def test_a_mounted_tool_keeps_the_scopes_it_was_registered_with() -> None:
     assert hub.tool_scopes("weather_radar") == frozenset({"weather:read"})
 
 
+def test_a_server_mounting_itself_or_a_cycle_is_refused() -> None:
+    first, second = Server("first"), Server("second")
+    first.add_tool(lambda: "one", name="one")
+    with pytest.raises(ValueError, match="cannot mount 'first'"):
+        first.mount("me", first)
+    second.mount("first", first)
+    with pytest.raises(ValueError, match="cannot mount 'second'"):
+        first.mount("second", second)
+    assert second.tool_definition("first_one") is not None
+
+
 def test_a_bad_prefix_is_refused() -> None:
     with pytest.raises(ValueError, match="mount prefix 'a b'"):
         Server("outer").mount("a b", Server("inner"))

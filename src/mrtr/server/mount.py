@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import re
+import weakref
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol
@@ -449,6 +450,24 @@ class Completions:
         return await values if isinstance(values, Awaitable) else values
 
 
+#: Which registries each registry has mounted (mrtr servers only), to refuse a cycle.
+_MOUNTED: weakref.WeakKeyDictionary[Registry, list[Registry]] = weakref.WeakKeyDictionary()
+
+
+def _reaches(start: Registry, target: Registry) -> bool:
+    """Whether `start` is `target` or mounts it, directly or through other mounts."""
+    seen: set[int] = set()
+    todo = [start]
+    while todo:
+        found = todo.pop()
+        if found is target:
+            return True
+        if id(found) not in seen:
+            seen.add(id(found))
+            todo.extend(_MOUNTED.get(found, ()))
+    return False
+
+
 def mount(registry: Registry, lifespan: LifespanRunner, prefix: str, other: Mountable) -> Mount:
     """Offer `other` in `registry` under `prefix`, its lifespan inside `lifespan` (the module
     rules); what `Server.mount` does."""
@@ -460,12 +479,19 @@ def mount(registry: Registry, lifespan: LifespanRunner, prefix: str, other: Moun
         raise RuntimeError(
             f"cannot mount {other.name!r} while the server runs: mount before serving"
         )
+    if isinstance(other, ServerMountable) and _reaches(other.registry, registry):
+        raise ValueError(
+            f"cannot mount {other.name!r}: it is this server, or mounts it (directly or "
+            "through others), and each would offer the other's tools without end"
+        )
     added = Mount(registry, prefix, other)
     for change in KINDS:
         added.wanted(change)  # every collision is found before anything changes (rule 3)
     for change in KINDS:
         added.sync(change)
     registry.guards.append(added.guard_outer)
+    if isinstance(other, ServerMountable):
+        _MOUNTED.setdefault(registry, []).append(other.registry)
     other.watch(added.changed, added.guard_inner)
     completions = registry.completion
     if not isinstance(completions, Completions):
