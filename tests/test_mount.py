@@ -244,6 +244,15 @@ async def test_list_changes_of_the_mounted_server_reach_the_outer_clients() -> N
         assert "weather://weather/alerts" in uris
 
 
+async def test_a_mounted_resource_update_reaches_the_outer_subscribers() -> None:
+    uris = ["weather://weather/stations"]
+    async with hub_client() as (client, weather, _), client.listen(resource_uris=uris) as changes:
+        weather.notify_resource_updated("weather://stations")
+        async with asyncio.timeout(GUARD):
+            change = await anext(aiter(changes))
+    assert (change.kind, change.uri) == ("resource", "weather://weather/stations")
+
+
 async def test_a_legacy_session_hears_the_mounted_list_change() -> None:
     changed = asyncio.Event()
     async with hub_client(options=LEGACY) as (client, weather, _):
@@ -331,7 +340,12 @@ class Almanac:
     def listing(self, kind: str) -> list[dict[str, Any]]:
         return self.tools if kind == "tools" else []
 
-    def watch(self, changed: Callable[[str], None], check: Callable[[str, str], None]) -> None:
+    def watch(
+        self,
+        changed: Callable[[str], None],
+        check: Callable[[str, str], None],
+        updated: Callable[[str], None],
+    ) -> None:
         self.changed = changed
 
     @asynccontextmanager

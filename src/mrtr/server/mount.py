@@ -19,7 +19,8 @@ Rules:
    the outer request's stream. Each of its rounds runs once, its result kept across the outer
    request's rounds with `ctx.once`, so its own `ctx.once` effects never repeat.
 5. Changes of a mounted server's lists (a registration, a removal, tags) are applied to the
-   outer registry at once, which announces them to the outer server's clients.
+   outer registry at once, which announces them to the outer server's clients; so are its
+   resource updates, under the outer URI.
 6. The mounted server's lifespan runs inside the outer one (entered after it starts, left
    before it ends); mount before serving.
 7. Anything satisfying `Mountable` can be mounted; an mrtr `Server` is one through
@@ -83,10 +84,16 @@ class Mountable(Protocol):
         """The wire listings of `kind` ("tools", "prompts", "resources", "resourceTemplates")
         a client may see now, as its own list results show them."""
 
-    def watch(self, changed: Callable[[str], None], check: Callable[[str, str], None]) -> None:
-        """Call `changed(kind)` (`toolsListChanged`...) after a list changes, and, where it can,
-        `check(noun, key)` before it registers `key` ("tool", "prompt", "resource", "resource
-        template"), which raises to refuse."""
+    def watch(
+        self,
+        changed: Callable[[str], None],
+        check: Callable[[str, str], None],
+        updated: Callable[[str], None],
+    ) -> None:
+        """Call `changed(kind)` (`toolsListChanged`...) after a list changes, `updated(uri)`
+        after a resource changes (its own URI), and, where it can, `check(noun, key)` before it
+        registers `key` ("tool", "prompt", "resource", "resource template"), which raises to
+        refuse."""
 
     def running(self) -> AbstractAsyncContextManager[Any]:
         """Its lifespan: entered while the outer server runs."""
@@ -135,9 +142,14 @@ class ServerMountable:
         found = entries if isinstance(entries, list) else entries.values()
         return [e.wire for e in found if not registry.hidden(e)]
 
-    def watch(self, changed: Callable[[str], None], check: Callable[[str, str], None]) -> None:
+    def watch(
+        self,
+        changed: Callable[[str], None],
+        check: Callable[[str, str], None],
+        updated: Callable[[str], None],
+    ) -> None:
         """See `Mountable.watch`: through the registry's hooks."""
-        self.registry.watch(changed, check)
+        self.registry.watch(changed, check, updated)
 
     def running(self) -> AbstractAsyncContextManager[Any]:
         """The server's lifespan."""
@@ -401,6 +413,10 @@ class Mount:
             registry.add_resource(resource)
         self.held[(noun, outer)] = wire
 
+    def updated(self, uri: str) -> None:
+        """The mounted resource `uri` changed: tell the outer server's subscribers (rule 5)."""
+        self.registry.on_updated(prefixed_uri(self.prefix, uri))
+
     def owns(self, ref: dict[str, Any]) -> dict[str, Any] | None:
         """A `completion/complete` reference in the mounted server's own names, when it names
         something this mount holds; else None."""
@@ -492,7 +508,7 @@ def mount(registry: Registry, lifespan: LifespanRunner, prefix: str, other: Moun
     registry.guards.append(added.guard_outer)
     if isinstance(other, ServerMountable):
         _MOUNTED.setdefault(registry, []).append(other.registry)
-    other.watch(added.changed, added.guard_inner)
+    other.watch(added.changed, added.guard_inner, added.updated)
     completions = registry.completion
     if not isinstance(completions, Completions):
         completions = Completions(registry.completion, registry.completion_takes_ctx)

@@ -64,6 +64,10 @@ def decode_cursor(cursor: Any) -> int:
         ) from None
 
 
+def _nobody(uri: str) -> None:
+    """Where a resource update goes until the server says."""
+
+
 class Registry:
     """The tools, prompts, resources and templates of one server (see the module rules)."""
 
@@ -82,6 +86,9 @@ class Registry:
         #: Called as `guard(noun, key)` before each registration; raising refuses it (a
         #: mounted server's names, `mount.py`).
         self.guards: list[Callable[[str, str], None]] = []
+        #: Called with the URI of a resource that changed (`Server.notify_resource_updated`):
+        #: the server's subscriptions, and any server mounting this one.
+        self.on_updated: Callable[[str], None] = _nobody
 
     # --- registration ----------------------------------------------------------------------
 
@@ -138,16 +145,26 @@ class Registry:
             self.templates = kept
         self.on_change(RESOURCES_LIST_CHANGED)
 
-    def watch(self, changed: Callable[[str], None], check: Callable[[str, str], None]) -> None:
-        """Also call `changed(kind)` after each change (rule 3), and `check(noun, key)` before
-        each registration, which raises to refuse it (a server mounting this one)."""
-        announce = self.on_change
+    def watch(
+        self,
+        changed: Callable[[str], None],
+        check: Callable[[str, str], None],
+        updated: Callable[[str], None],
+    ) -> None:
+        """Also call `changed(kind)` after each change (rule 3), `check(noun, key)` before each
+        registration, which raises to refuse it, and `updated(uri)` after `on_updated(uri)`
+        (a server mounting this one)."""
+        announce, tell = self.on_change, self.on_updated
 
         def both(kind: str) -> None:
             announce(kind)
             changed(kind)
 
-        self.on_change = both
+        def both_updated(uri: str) -> None:
+            tell(uri)
+            updated(uri)
+
+        self.on_change, self.on_updated = both, both_updated
         self.guards.append(check)
 
     def _check_duplicate(self, kind: str, key: str, taken: bool) -> None:

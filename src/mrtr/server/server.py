@@ -95,6 +95,7 @@ class Server:
             options.broker, f"mrtr/changes/{name}", budgets=options.budgets
         )
         self._registry = registry = Registry(options, self._list_changed)
+        registry.on_updated = functools.partial(call_on_loop, self._subscriptions.resource_updated)
         self._rounds = RoundKeeper(name, options, request_state_key(), request_state_verify_keys())
         self._invocation = invocation = Invocation(name, registry, self._rounds, options)
         caps, info = self.capabilities, self.info
@@ -331,7 +332,7 @@ class Server:
 
     def notify_resource_updated(self, uri: str) -> None:
         """Tell clients subscribed to `uri` that the resource changed."""
-        call_on_loop(self._subscriptions.resource_updated, uri)
+        self._registry.on_updated(uri)  # a server mounting this one hears it too
 
     def close_subscriptions(self) -> None:
         """End every open `subscriptions/listen` stream gracefully (e.g. at shutdown)."""
