@@ -7,8 +7,9 @@ Rules:
    `scheme://rest` is `scheme://prefix/rest` (`scheme:rest` without `//` is
    `scheme:prefix/rest`). The prefix is 1-64 characters of A-Z, a-z, 0-9, `_`, `-`, `.`.
 2. A mounted thing is an entry of the outer registry whose handler forwards the request to the
-   mounted one: the outer server's middleware, tags and auth apply to it as to its own, and
-   the mounted server's own middleware still runs around its own handler.
+   mounted one: the outer server's middleware and options apply to it as to its own, and the
+   mounted server's middleware still runs around its own handler, its disabled tags hide
+   what they hide, and its tools' OAuth scopes are required by the outer server.
 3. Collisions are errors, whenever they happen: mounting a server whose prefixed name or URI
    is already taken, registering on the outer server a name a mount holds, and registering on
    the mounted server a name whose prefixed form the outer server holds all raise a
@@ -201,13 +202,7 @@ async def relay_rounds(
         run = functools.partial(send, method, request)
         result: dict[str, Any] = await ctx.once(f"mounted:{step}", run, on_uncertain="retry")
         if result.get("resultType") != "input_required":
-            result.pop("resultType", None)
-            result_meta = result.get("_meta")
-            if isinstance(result_meta, dict):
-                result_meta.pop(meta_keys.SERVER_INFO, None)
-                if not result_meta:
-                    del result["_meta"]
-            return result
+            return _as_outer(result)
         asked = result.get("inputRequests") or {}
         # Keyed by round too: a mounted handler may reuse a key from one round to the next.
         questions = {
@@ -218,6 +213,24 @@ async def relay_rounds(
         request = {**params, "_meta": meta, "inputResponses": answers}
         if result.get("requestState") is not None:
             request["requestState"] = result["requestState"]
+
+
+#: What a 2026-07-28 result carries for its own era; the outer server's era adds its own.
+_ERA_FIELDS = ("resultType", "ttlMs", "cacheScope")
+
+
+def _as_outer(result: dict[str, Any]) -> dict[str, Any]:
+    """A mounted server's final result as the outer handler's value: without its era's fields
+    and its server info (a copy: the kept round's value stays as it came)."""
+    outer = {key: value for key, value in result.items() if key not in _ERA_FIELDS}
+    meta = outer.get("_meta")
+    if isinstance(meta, dict):
+        meta = {key: value for key, value in meta.items() if key != meta_keys.SERVER_INFO}
+        if meta:
+            outer["_meta"] = meta
+        else:
+            del outer["_meta"]
+    return outer
 
 
 def _raw(key: str, value: Any) -> Any:
@@ -261,6 +274,13 @@ def prefixed_uri(prefix: str, uri: str) -> str:
     if not sep:
         raise ValueError(f"cannot mount {uri!r} under {prefix!r}: it has no scheme")
     return f"{scheme}:{prefix}/{rest}"
+
+
+def _outer_uri(prefix: str, item: Any) -> Any:
+    """A resource's contents named by its outer URI (a copy)."""
+    if isinstance(item, dict) and isinstance(item.get("uri"), str) and ":" in item["uri"]:
+        return {**item, "uri": prefixed_uri(prefix, item["uri"])}
+    return item
 
 
 def unprefixed_uri(prefix: str, uri: str) -> str:
@@ -401,9 +421,9 @@ class Mount:
             async def read_resource(ctx: RequestContext) -> Any:
                 params = {"uri": unprefixed_uri(prefix, ctx.params["uri"])}
                 result = await other.request("resources/read", params, ctx)
-                for item in result.get("contents") or ():
-                    if isinstance(item, dict) and isinstance(item.get("uri"), str):
-                        item["uri"] = prefixed_uri(prefix, item["uri"])  # as the client named it
+                contents = result.get("contents")
+                if isinstance(contents, list):  # each under the URI the client reads it by
+                    result["contents"] = [_outer_uri(prefix, item) for item in contents]
                 return result
 
             template = noun == "resource template"
