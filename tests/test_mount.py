@@ -24,7 +24,19 @@ import pytest
 from mcp.client.stdio import StdioServerParameters
 
 from loopback_process import free_port, listening
-from mrtr import Client, ElicitRequestParams, ElicitResult, RequestContext, Server, ToolError
+from mrtr import (
+    Client,
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    ElicitRequestParams,
+    ElicitResult,
+    ListRootsResult,
+    RequestContext,
+    Root,
+    Server,
+    TextContent,
+    ToolError,
+)
 from mrtr.client.options import ClientOptions
 
 SCRIPT = Path(__file__).resolve().parent / "servers" / "mount_server.py"
@@ -138,6 +150,37 @@ async def test_a_mounted_tool_asks_twice_live_on_a_legacy_session() -> None:
     assert text(result) == "Paris: sunny in C for 3 days (Kew)"
     assert user.asked == ["Units?", "Days?"]
     assert [entry["data"] for entry in logs] == ["forecast asked for Paris"]
+
+
+@pytest.mark.parametrize("options", [None, LEGACY], ids=["modern", "legacy"])
+async def test_a_mounted_tool_samples_and_lists_roots_through_the_outer_client(
+    options: Any,
+) -> None:
+    files = Server("files")
+
+    @files.tool()
+    async def summarise(ctx: RequestContext) -> str:
+        roots = await ctx.list_roots()
+        reply = await ctx.sample(f"summarise {roots.roots[0].uri}")
+        return reply.content.text  # type: ignore[union-attr]
+
+    hub = Server("hub")
+    hub.mount("files", files)
+
+    def roots(params: Any) -> ListRootsResult:
+        return ListRootsResult(roots=[Root(uri="file:///notes")])
+
+    def sample(params: CreateMessageRequestParams) -> CreateMessageResult:
+        asked = params.messages[0].content.text  # type: ignore[union-attr]
+        return CreateMessageResult(
+            role="assistant", content=TextContent(text=f"{asked}: ok"), model="m"
+        )
+
+    async with Client.in_memory(
+        hub, options=options or ClientOptions(), roots_handler=roots, sampling_handler=sample
+    ) as client:
+        result = await client.call_tool("files_summarise", {})
+    assert text(result) == "summarise file:///notes: ok"
 
 
 async def test_the_mounted_lifespan_runs_inside_the_outer_one() -> None:
