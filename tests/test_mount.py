@@ -10,6 +10,7 @@ over Streamable HTTP (our client in both eras) and stdio (the official SDK's leg
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import os
 import sys
@@ -30,6 +31,7 @@ from mrtr import (
     CreateMessageResult,
     ElicitRequestParams,
     ElicitResult,
+    LifespanError,
     ListRootsResult,
     RequestContext,
     Root,
@@ -38,6 +40,7 @@ from mrtr import (
     ToolError,
 )
 from mrtr.client.options import ClientOptions
+from mrtr.protocol.errors import McpError
 
 SCRIPT = Path(__file__).resolve().parent / "servers" / "mount_server.py"
 _spec = importlib.util.spec_from_file_location("mount_server", SCRIPT)
@@ -185,13 +188,35 @@ async def test_a_mounted_tool_samples_and_lists_roots_through_the_outer_client(
 
 async def test_the_mounted_lifespan_runs_inside_the_outer_one() -> None:
     hub, weather = mount_server.build()
-    with pytest.raises(Exception, match="not running"):
+    with pytest.raises(LifespanError, match="not running"):
         _ = weather.lifespan_state
     async with Client.in_memory(hub) as client:
         state = weather.lifespan_state
         assert state["opened"] is True
         assert text(await client.call_tool("weather_station", {})) == "Kew"
     assert state["opened"] is False  # run out when the outer server stopped
+
+
+async def test_a_mounted_lifespan_that_fails_stops_the_outer_server_cleanly() -> None:
+    events: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def outer_lifespan(server: Server) -> AsyncIterator[None]:
+        events.append("outer start")
+        yield
+        events.append("outer stop")
+
+    @contextlib.asynccontextmanager
+    async def broken_lifespan(server: Server) -> AsyncIterator[None]:
+        raise ConnectionRefusedError("no database")
+        yield
+
+    hub = Server("hub", lifespan=outer_lifespan)
+    hub.mount("db", Server("db", lifespan=broken_lifespan))
+    with pytest.raises(LifespanError, match=r"'db' did not start.*no database"):
+        async with hub.running():
+            pass
+    assert events == ["outer start", "outer stop"]
 
 
 async def test_mounting_while_serving_is_refused() -> None:
@@ -367,7 +392,7 @@ async def test_a_mounted_tool_failure_is_its_result_and_a_protocol_error_stays_o
         failed = await client.call_tool("weather_broken", {})
         assert failed.is_error and "the barometer is broken" in text(failed)
         weather.remove_tool("broken")
-        with pytest.raises(Exception, match="Unknown tool: 'weather_broken'"):
+        with pytest.raises(McpError, match="Unknown tool: 'weather_broken'"):
             await client.call_tool("weather_broken", {})
 
 
