@@ -93,6 +93,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "mrtr.server.context",
             "mrtr.server.middleware",
             "mrtr.server.lifespan",
+            "mrtr.server.mount",
             "mrtr.server.tasks.*",
             "mrtr.middleware.*",
         ),

@@ -18,6 +18,8 @@ and shutdown, and `Client.in_memory`. Rules:
 4. What it yields is `server.state` and `ctx.state` in handlers, or is injected into a
    handler parameter annotated `State[T]` (never part of the input schema). Reading it
    while the lifespan is not running is a `LifespanError` saying so.
+5. Nested lifespans (`nest`: a mounted server's) are entered, in order, after this one
+   starts, and left, in reverse, before it is run out.
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ class LifespanRunner:
         self._task: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
         self._lock: asyncio.Lock | None = None
+        #: Lifespans run inside this one (rule 5), and while running, how to leave them.
+        self._nested: list[Callable[[], contextlib.AbstractAsyncContextManager[Any]]] = []
+        self._inside: contextlib.AsyncExitStack | None = None
 
     @property
     def state(self) -> Any:
@@ -74,29 +79,52 @@ class LifespanRunner:
         """Whether the lifespan has started and not yet been run out."""
         return self._entries > 0
 
+    def nest(self, running: Callable[[], contextlib.AbstractAsyncContextManager[Any]]) -> None:
+        """Run `running()` inside this lifespan from its next start (rule 5)."""
+        self._nested.append(running)
+
     async def enter(self) -> None:
         """Start the lifespan, or share the one already running (rule 1)."""
-        if self._lifespan is None:
+        if self._lifespan is None and not self._nested:
             self._entries += 1
             return
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
             if self._entries == 0:
-                await self._start(self._lifespan)
+                if self._lifespan is not None:
+                    await self._start(self._lifespan)
+                if self._nested:
+                    await self._enter_nested()
             self._entries += 1
+
+    async def _enter_nested(self) -> None:
+        inside = contextlib.AsyncExitStack()
+        try:
+            for running in self._nested:
+                await inside.enter_async_context(running())
+        except BaseException:
+            await inside.aclose()
+            await self._finish()
+            raise
+        self._inside = inside
 
     async def exit(self) -> None:
         """Leave the lifespan; the last exit runs it out (rule 1)."""
         if self._entries <= 0:
             return
-        if self._lifespan is None or self._lock is None:
+        if self._lock is None:
             self._entries -= 1
             return
         async with self._lock:
             self._entries -= 1
             if self._entries == 0:
-                await self._finish()
+                inside, self._inside = self._inside, None
+                try:
+                    if inside is not None:
+                        await inside.aclose()
+                finally:
+                    await self._finish()
 
     async def _start(self, lifespan: BoundLifespan) -> None:
         loop = asyncio.get_running_loop()

@@ -24,6 +24,7 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import invalid_params
+from ..protocol.tasks import EXTENSION_ID as TASKS_EXTENSION
 from .primitives import PromptEntry, ResourceEntry, ToolEntry
 from .subscriptions import PROMPTS_LIST_CHANGED, RESOURCES_LIST_CHANGED, TOOLS_LIST_CHANGED
 
@@ -63,6 +64,10 @@ def decode_cursor(cursor: Any) -> int:
         ) from None
 
 
+def _nobody(uri: str) -> None:
+    """Where a resource update goes until the server says."""
+
+
 class Registry:
     """The tools, prompts, resources and templates of one server (see the module rules)."""
 
@@ -78,6 +83,12 @@ class Registry:
         self.completion_takes_ctx = False
         #: Tags whose entries are hidden (rule 2).
         self.disabled: frozenset[str] = frozenset()
+        #: Called as `guard(noun, key)` before each registration; raising refuses it (a
+        #: mounted server's names, `mount.py`).
+        self.guards: list[Callable[[str, str], None]] = []
+        #: Called with the URI of a resource that changed (`Server.notify_resource_updated`):
+        #: the server's subscriptions, and any server mounting this one.
+        self.on_updated: Callable[[str], None] = _nobody
 
     # --- registration ----------------------------------------------------------------------
 
@@ -134,8 +145,33 @@ class Registry:
             self.templates = kept
         self.on_change(RESOURCES_LIST_CHANGED)
 
+    def watch(
+        self,
+        changed: Callable[[str], None],
+        check: Callable[[str, str], None],
+        updated: Callable[[str], None],
+    ) -> None:
+        """Also call `changed(kind)` after each change (rule 3), `check(noun, key)` before each
+        registration, which raises to refuse it, and `updated(uri)` after `on_updated(uri)`
+        (a server mounting this one)."""
+        announce, tell = self.on_change, self.on_updated
+
+        def both(kind: str) -> None:
+            announce(kind)
+            changed(kind)
+
+        def both_updated(uri: str) -> None:
+            tell(uri)
+            updated(uri)
+
+        self.on_change, self.on_updated = both, both_updated
+        self.guards.append(check)
+
     def _check_duplicate(self, kind: str, key: str, taken: bool) -> None:
-        """Apply `ServerOptions.on_duplicate` to a registration under a name already taken."""
+        """Ask the guards, then apply `ServerOptions.on_duplicate` to a registration under a
+        name already taken."""
+        for guard in self.guards:
+            guard(kind, key)
         if not taken:
             return
         policy = self.options.on_duplicate
@@ -278,10 +314,12 @@ class Registry:
             result["nextCursor"] = encode_cursor(start + size)
         return result
 
-    def capabilities(self) -> dict[str, Any]:
+    def capabilities(self, *, tasks: bool = False) -> dict[str, Any]:
         """The server capabilities what is registered gives (changes reach clients on every
-        transport, so every list says `listChanged`)."""
+        transport, so every list says `listChanged`); `tasks`: the tasks extension is on."""
         caps: dict[str, Any] = {"logging": {}}
+        if tasks:
+            caps["extensions"] = {TASKS_EXTENSION: {}}
         if self.tools:
             caps["tools"] = {"listChanged": True}
         if self.prompts:

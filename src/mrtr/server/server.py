@@ -7,6 +7,7 @@ below it:
 * `invocation.py`: the one path from a request to a registered function and back;
 * `modern.py` and `legacy.py`: each era's dispatcher, rendering its own results;
 * `entry.py`: where a message enters, its era is decided once, and its answer leaves.
+* `mount.py`: another server's tools, prompts and resources offered under a prefix.
 
 Transports move bytes and call `handle_message`/`handle_request`; nothing here knows of
 sockets, HTTP or stdio.
@@ -19,7 +20,6 @@ import functools
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any, TypeVar, Unpack, overload
 
-from ..protocol.tasks import EXTENSION_ID as TASKS_EXTENSION
 from ..protocol.types import Icon, Implementation
 from ..settings import http_options, request_state_key, request_state_verify_keys, server_options
 from .context import NotifySink, context_factory
@@ -30,6 +30,7 @@ from .lifespan import LifespanRunner
 from .live import LIVE
 from .middleware import Middleware, check_middleware
 from .modern import ModernMethods
+from .mount import Mountable, ServerMountable, mount
 from .options import ServerOptions
 from .primitives import (
     PromptEntry,
@@ -94,6 +95,7 @@ class Server:
             options.broker, f"mrtr/changes/{name}", budgets=options.budgets
         )
         self._registry = registry = Registry(options, self._list_changed)
+        registry.on_updated = functools.partial(call_on_loop, self._subscriptions.resource_updated)
         self._rounds = RoundKeeper(name, options, request_state_key(), request_state_verify_keys())
         self._invocation = invocation = Invocation(name, registry, self._rounds, options)
         caps, info = self.capabilities, self.info
@@ -104,10 +106,8 @@ class Server:
         legacy = LegacyMethods(registry, invocation, options, caps, info, self.instructions)
         context = context_factory(self, LIVE)
         entry = self._entry = Entry(self._modern, legacy, self._rounds, options, context)
-        _shortcut(
-            self, handle_message=entry.handle_message, handle_request=entry.handle_request,
-            tool_definition=registry.tool_definition,
-        )  # fmt: skip
+        methods = {"handle_message": entry.handle_message, "handle_request": entry.handle_request}
+        _shortcut(self, tool_definition=registry.tool_definition, **methods)
         bound = functools.partial(lifespan, self) if lifespan is not None else None
         self._lifespan = LifespanRunner(name, bound)
         self._middleware: list[Middleware] = []
@@ -218,6 +218,12 @@ class Server:
         """Show again what `disable(*tags)` hid (unless another disabled tag still hides it)."""
         self._registry.enable(tags)
 
+    def mount(self, prefix: str, other: Server | Mountable) -> None:
+        """Offer `other`'s tools, prompts and resources under `prefix` (see `server/mount.py`)."""
+        if isinstance(other, Server):  # the same class: its registry is this class's own
+            other = ServerMountable(other, other._registry)  # noqa: SLF001
+        mount(self._registry, self._lifespan, prefix, other)
+
     def completion(self) -> Callable[[F], F]:
         """Register the argument-completion handler: `fn(ref, argument, context_arguments)`
         (plus `ctx=` if it takes one) gives a list of strings or a `Completion`/dict."""
@@ -242,10 +248,7 @@ class Server:
 
     def capabilities(self) -> dict[str, Any]:
         """The capabilities `server/discover` advertises."""
-        caps = self._registry.capabilities()
-        if self._invocation.tasks is not None:
-            caps["extensions"] = {TASKS_EXTENSION: {}}
-        return caps
+        return self._registry.capabilities(tasks=self._invocation.tasks is not None)
 
     # --- lifespan, middleware and entry ------------------------------------------------------
 
@@ -297,8 +300,7 @@ class Server:
     def seals_with_random_key(self) -> bool:
         """Whether request states are sealed with a random per-process key (none configured):
         fine for one process, while any other instance refuses its tokens."""
-        ring = self._rounds.key_ring
-        return ring is not None and ring.random
+        return (ring := self._rounds.key_ring) is not None and ring.random
 
     @property
     def serves_legacy(self) -> bool:
@@ -314,24 +316,23 @@ class Server:
         self._subscriptions.detach(session)
 
     def _list_changed(self, kind: str) -> None:
-        # Registration may happen in a sync tool's worker thread: publishing is for the loop.
-        call_on_loop(self._subscriptions.list_changed, kind)
+        call_on_loop(self._subscriptions.list_changed, kind)  # registered in a thread too
 
     def notify_tools_changed(self) -> None:
         """Tell listening clients that the tool list changed (registering a tool does this)."""
-        self._list_changed(TOOLS_LIST_CHANGED)
+        self._registry.on_change(TOOLS_LIST_CHANGED)  # a server mounting this one hears it
 
     def notify_prompts_changed(self) -> None:
         """Tell listening clients that the prompt list changed."""
-        self._list_changed(PROMPTS_LIST_CHANGED)
+        self._registry.on_change(PROMPTS_LIST_CHANGED)  # a server mounting this one hears it
 
     def notify_resources_changed(self) -> None:
         """Tell listening clients that the resource list changed."""
-        self._list_changed(RESOURCES_LIST_CHANGED)
+        self._registry.on_change(RESOURCES_LIST_CHANGED)  # a server mounting this one hears it
 
     def notify_resource_updated(self, uri: str) -> None:
         """Tell clients subscribed to `uri` that the resource changed."""
-        call_on_loop(self._subscriptions.resource_updated, uri)
+        self._registry.on_updated(uri)  # a server mounting this one hears it too
 
     def close_subscriptions(self) -> None:
         """End every open `subscriptions/listen` stream gracefully (e.g. at shutdown)."""
