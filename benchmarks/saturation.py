@@ -482,7 +482,8 @@ def format_report(tallies: Mapping[Row, Tally], connections: int) -> str:
             row.server: tallies[row].cpu_s / tallies[row].ops if tallies[row].ops else None
             for row in rows
         }
-        header = ["server", "requests/s", "ops/s", "CPU us/op", "CPU share", "non-2xx", "errors"]
+        header = ["server", "requests/s", "ops/s", "CPU us/request", "CPU us/op", "CPU share"]
+        header += ["non-2xx", "errors"]
         refs = [(label, ref) for label, ref in REFERENCES if cpu.get(ref)]
         header += [f"/ {label}" if ref == "floor-mcp" else f"{label} /" for label, ref in refs]
         table = [header]
@@ -493,6 +494,7 @@ def format_report(tallies: Mapping[Row, Tally], connections: int) -> str:
                 row.server,
                 f"{t.requests / t.seconds:,.0f}" if t.seconds else "-",
                 f"{t.ops / t.seconds:,.0f}" if t.seconds else "-",
+                f"{t.cpu_s / t.requests * 1e6:,.1f}" if t.requests else "-",
                 f"{mine * 1e6:,.1f}" if mine else "-",
                 f"{t.cpu_s / t.seconds:.0%}" if t.seconds else "-",
                 str(t.non2xx),
@@ -516,9 +518,10 @@ def format_report(tallies: Mapping[Row, Tally], connections: int) -> str:
         ]
     lines += [
         "",
-        "CPU share: server CPU / wall time (1 core = 100%); errors: wrong answers and socket "
-        "errors; '/ floor-mcp': this row's CPU per op over floor-mcp's; 'MCPServer /', 'TS /': "
-        "theirs over this row's (ops per server core, this row against them)",
+        "op: a plain call, or a whole flow; CPU share: server CPU / wall time (a core = 100%);",
+        "errors: wrong answers and socket errors; '/ floor-mcp': this row's CPU per op over",
+        "floor-mcp's; 'MCPServer /', 'TS /': theirs over this row's (this row's ops per server",
+        "core against theirs)",
     ]
     return "\n".join(lines)
 
