@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything the tests need, then runs them all: lint, types, the documentation build,
-# every test on the main Python (pytest, with the interoperability matrix against pinned MCP
-# peers), the unit tests on the other supported Pythons, and the official MCP conformance suite.
+# the instruction guard (benchmarks/instructions.py --check: our server's instructions per call
+# against the recorded figures), every test on the main Python (pytest, with the
+# interoperability matrix against pinned MCP peers), the unit tests on the other supported
+# Pythons, and the official MCP conformance suite.
 #
 # Python packages go into virtual environments under .cache/venvs/, one per Python version,
 # never into the system Python (Debian and Ubuntu refuse that: externally-managed-environment).
@@ -121,13 +123,14 @@ for version in $EXTRA_VERSIONS; do
     extra_pythons+=("$version=$found")
 done
 
-step "programs the tests start (redis-server, haproxy, valgrind)"
+step "programs the tests start (redis-server, haproxy, valgrind, wrk)"
 # Debian puts haproxy in /usr/sbin, which a non-root PATH may lack: look there too.
 have() { command -v "$1" >/dev/null || [[ -x "/usr/sbin/$1" || -x "/usr/bin/$1" ]]; }
 missing=()
 have redis-server || missing+=(redis-server)
 have haproxy || missing+=(haproxy)
 have valgrind || missing+=(valgrind)
+have wrk || missing+=(wrk)
 if ((${#missing[@]})); then
     if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
         export DEBIAN_FRONTEND=noninteractive
@@ -187,6 +190,11 @@ if [[ -f "$MERMAID_JS" ]]; then
     mkdir -p docs/assets/javascripts && cp "$MERMAID_JS" docs/assets/javascripts/mermaid.min.js
 fi
 NO_MKDOCS_2_WARNING=1 "$PYTHON" -m mkdocs build --strict --quiet
+
+step "instruction guard (callgrind: our server's instructions per plain call and per MRTR flow" \
+    "against benchmarks/instructions.json; more than +5% fails)"
+# Counts do not move with the machine's load: the peers' installs beside it change nothing.
+"$PYTHON" benchmarks/instructions.py --check
 
 step "MCP peers of the interoperability matrix (pinned, each in its own venv or npm folder)"
 if ! wait "$PEERS_PID"; then

@@ -1,0 +1,73 @@
+"""`benchmarks/saturation.py`: every server in its own process, driven by `wrk` posting real
+requests whose every answer its Lua script checks. No timing is asserted (machines are noisy):
+that every row ran with only good answers, that flows took two requests each, and that a
+wrong answer or a refused request is counted and fails the run."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from benchmarks import saturation, xproc
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.timeout(240)  # six servers to start, 13 rows of two one-second runs
+def test_every_row_runs_with_every_answer_good(tmp_path: Path) -> None:
+    out = tmp_path / "saturation.json"
+    proc = subprocess.run(
+        [
+            *(sys.executable, str(ROOT / "benchmarks" / "saturation.py")),
+            *("--duration", "1", "--rounds", "1", "--connections", "4", "--json", str(out)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=220,  # a failure guard only
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert set(rows) == {
+        *(f"plain/{s}" for s in ("floor", "floor-mcp", "ours", "mcpserver", "lowlevel", "ts")),
+        *(f"flow/{s}" for s in ("ours", "mcpserver", "lowlevel")),
+        *(f"legacy/{s}" for s in ("floor-mcp", "ours", "mcpserver", "lowlevel", "ts")),
+    }
+    for name, row in rows.items():
+        assert row["ops"] > 0 and row["server_cpu_s_per_op"] > 0, name
+        assert row["non2xx"] == row["bad"] == row["socket_errors"] == 0, name
+        # A flow is two requests (a few in flight or queued when the run stops).
+        expected = 2 * row["ops"] if name.startswith("flow/") else row["ops"]
+        assert expected <= row["requests"] <= expected + 2 * 4, name
+    for title in ("plain tools/call, 2026-07-28", "two-round MRTR flow", "2025-11-25 session"):
+        assert title in proc.stdout
+    assert "/ floor-mcp" in proc.stdout and "MCPServer /" in proc.stdout
+    assert "TS /" in proc.stdout
+
+
+async def test_a_wrong_answer_or_a_refused_request_is_counted() -> None:
+    row = saturation.Row("plain", "ours")
+    good = saturation.requests_for(row, None)
+    async with xproc.server_process("ours") as server:
+        wrong = dataclasses.replace(good, expect='"text":"6"')
+        run, _ = await saturation.run_wrk(
+            server.url, saturation.lua_script(wrong, 0), seconds=1, connections=2, pid=server.pid
+        )
+        assert run["requests"] > 0 and run["bad"] == run["requests"] and run["ok"] == 0
+        assert run["bad_sample"].startswith('HTTP 200: {"jsonrpc":"2.0"')
+        assert '"text":"5"' in run["bad_sample"]
+        refused = dataclasses.replace(
+            good, headers={**good.headers, "MCP-Protocol-Version": "2025-11-25"}
+        )
+        run, _ = await saturation.run_wrk(
+            server.url, saturation.lua_script(refused, 0), seconds=1, connections=2, pid=server.pid
+        )
+        assert run["requests"] > 0 and run["non2xx"] == run["requests"]
+        assert run["bad_sample"].startswith("HTTP 400: ")
+    tally = saturation.Tally()
+    tally.add(run, (1.0, 1.0))
+    assert tally.failed
