@@ -1,0 +1,82 @@
+"""`proxy_server`: a `Server` that serves a backend MCP server to clients of both eras.
+
+While the server runs (its lifespan), the backend is started, its lists are mirrored
+(`mirror.py`) and a watch on its changes keeps them in line: a backend's `list_changed`
+becomes a re-read of that list (and the proxy's own `list_changed` to its clients), and a
+backend's `resources/updated` the proxy's. When the server stops, held calls are cancelled
+and the backend is closed (a stdio backend is stopped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ..protocol.errors import McpError
+from ..server.options import ServerOptions
+from ..server.server import Server
+from .backend import BackendTarget
+from .mirror import Mirror
+from .proxy import ProxyBackend
+
+logger = logging.getLogger("mrtr.proxy")
+
+#: Which list each change the backend announces re-reads.
+_CHANGED = {"tools": ("tools",), "prompts": ("prompts",), "resources": ("resources", "templates")}
+
+
+def proxy_server(
+    backend: ProxyBackend | BackendTarget | str | list[str],
+    *,
+    name: str = "mrtr-proxy",
+    options: ServerOptions | None = None,
+    **backend_options: Any,
+) -> Server:
+    """A `Server` serving `backend` (a `ProxyBackend`, or what `ProxyBackend` takes, with
+    `backend_options` for it); serve it like any other (`run()`, `asgi_app()`)."""
+    if not isinstance(backend, ProxyBackend):
+        backend = ProxyBackend(backend, **backend_options)
+    elif backend_options:
+        raise TypeError("give backend options to ProxyBackend(...), not beside one")
+    proxied = backend
+
+    @contextlib.asynccontextmanager
+    async def lifespan(server: Server) -> AsyncIterator[ProxyBackend]:
+        mirror = Mirror(server, proxied)
+        await proxied.start()
+        watch: asyncio.Task[None] | None = None
+        try:
+            await mirror.sync()
+            watch = asyncio.ensure_future(_watch(server, mirror))
+            yield proxied
+        finally:
+            if watch is not None:
+                watch.cancel()
+                with contextlib.suppress(BaseException):
+                    await watch
+            await proxied.close()
+
+    return Server(name, options=options, lifespan=lifespan)
+
+
+async def _watch(server: Server, mirror: Mirror) -> None:
+    """Follow the backend's changes until cancelled; a failed watch starts again."""
+    while True:
+        try:
+            client = await mirror.backend.pool.shared.client()
+            async with client.listen(tools=True, prompts=True, resources=True) as changes:
+                async for change in changes:
+                    uri = getattr(change, "uri", None)
+                    kind = getattr(change, "kind", None)
+                    if isinstance(uri, str) and uri:
+                        server.notify_resource_updated(uri)
+                    elif isinstance(kind, str) and kind in _CHANGED:
+                        await mirror.sync(*_CHANGED[kind])
+        except asyncio.CancelledError:
+            raise
+        except (McpError, OSError) as exc:
+            logger.warning("watching the backend's changes failed (%s); starting again", exc)
+        await asyncio.sleep(1.0)
