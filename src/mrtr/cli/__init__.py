@@ -1,4 +1,4 @@
-"""The `mrtr` command line: `serve`, `call`, `list`, `inspect`, `install` and `demo`.
+"""The `mrtr` command line: `serve`, `proxy`, `call`, `list`, `inspect`, `install` and `demo`.
 
 Exit status: 0 on success, 1 when the call or the server failed (a tool result flagged
 `isError`, an MCP error, an unreachable server), 2 for a usage error, 130 when interrupted.
@@ -29,6 +29,8 @@ from ..transport.http_limits import (
     check_body_sizes,
 )
 from .install import HOSTS
+from .proxy import PROXY_EPILOG as _PROXY_EPILOG
+from .proxy import add_proxy_options
 
 _CALL_USAGE = """\
 mrtr call [options] URL TOOL [key=value ...]
@@ -132,18 +134,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     serve.add_argument("target", metavar="TARGET", help="MODULE:ATTR or FILE.py:ATTR")
-    serve.add_argument(
-        "--transport",
-        choices=("stdio", "http"),
-        help="stdio (default) or http (Streamable HTTP at /mcp)",
-    )
-    serve.add_argument(
-        "--log-level",
-        choices=LOG_LEVELS,
-        help="log records at this level and above go to stderr (default warning)",
-    )
-    serve.add_argument("--host", help="address to listen on with http (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port to listen on with http (default 8000)")
+    _serving_options(serve)
     serve.add_argument(
         "--workers",
         type=int,
@@ -151,29 +142,20 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
         help="with http, N processes sharing the port (default 1); more than 1 needs a "
         "request-state key shared by all (MRTR_REQUEST_STATE_KEY or _FILE)",
     )
-    sse = serve.add_mutually_exclusive_group()
-    sse.add_argument(
-        "--sse-path",
-        metavar="PATH",
-        help="with http, where the 2024-11-05 HTTP+SSE transport is served beside Streamable "
-        "HTTP, for older clients (default /sse; off with --workers above 1)",
+
+    proxy = commands.add_parser(
+        "proxy",
+        help="serve another MCP server (a URL or a stdio command) to clients of both eras",
+        usage="mrtr proxy [options] URL\n       mrtr proxy [options] -- COMMAND [ARG ...]",
+        description="Start (or connect to) a backend MCP server and serve it over stdio or "
+        "Streamable HTTP, to 2026-07-28 and legacy clients alike; the backend's questions "
+        "mid-call are relayed to the client.",
+        epilog=_PROXY_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sse.add_argument("--no-sse", action="store_true", help="with http, serve no HTTP+SSE transport")
-    serve.add_argument(
-        "--eof-grace",
-        type=float,
-        metavar="SECONDS",
-        help="with stdio, how long requests in flight at end of input get to finish and be "
-        "answered before they are cancelled (default 10; 0 cancels them at once)",
-    )
-    limits = serve.add_argument_group("HTTP limits (with --transport http)")
-    for flag, seconds, default, text in _HTTP_LIMITS:
-        limits.add_argument(
-            flag,
-            type=float if seconds else int,
-            metavar="SECONDS" if seconds else "N",
-            help=f"{text} (default {default:g})" if seconds else f"{text} (default {default})",
-        )
+    proxy.add_argument("url", nargs="?", metavar="URL", help="a backend's MCP endpoint")
+    _serving_options(proxy)
+    add_proxy_options(proxy)
 
     call = commands.add_parser(
         "call",
@@ -299,8 +281,50 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     demo.add_argument(
         "--port", type=int, default=0, help="port to listen on (default: any free port)"
     )
-    subparsers.update({"serve": serve, "call": call, "install": install, "demo": demo})
+    subparsers.update(
+        {"serve": serve, "proxy": proxy, "call": call, "install": install, "demo": demo}
+    )
     return parser, subparsers
+
+
+def _serving_options(parser: argparse.ArgumentParser) -> None:
+    """The options of how a server is served (`serve` and `proxy`): transport, log level,
+    address, HTTP+SSE, stdio's end-of-input grace and the HTTP limits."""
+    parser.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        help="stdio (default) or http (Streamable HTTP at /mcp)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        help="log records at this level and above go to stderr (default warning)",
+    )
+    parser.add_argument("--host", help="address to listen on with http (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port to listen on with http (default 8000)")
+    sse = parser.add_mutually_exclusive_group()
+    sse.add_argument(
+        "--sse-path",
+        metavar="PATH",
+        help="with http, where the 2024-11-05 HTTP+SSE transport is served beside Streamable "
+        "HTTP, for older clients (default /sse; off with --workers above 1)",
+    )
+    sse.add_argument("--no-sse", action="store_true", help="with http, serve no HTTP+SSE transport")
+    parser.add_argument(
+        "--eof-grace",
+        type=float,
+        metavar="SECONDS",
+        help="with stdio, how long requests in flight at end of input get to finish and be "
+        "answered before they are cancelled (default 10; 0 cancels them at once)",
+    )
+    limits = parser.add_argument_group("HTTP limits (with --transport http)")
+    for flag, seconds, default, text in _HTTP_LIMITS:
+        limits.add_argument(
+            flag,
+            type=float if seconds else int,
+            metavar="SECONDS" if seconds else "N",
+            help=f"{text} (default {default:g})" if seconds else f"{text} (default {default})",
+        )
 
 
 # flag, whether it is in seconds (else a count), default, help
@@ -416,6 +440,26 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 0  # Ctrl-C is how a server is stopped: not a failure
     return 0
+
+
+def _proxy(parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str]) -> int:
+    from .call import is_url
+    from .proxy import ProxyUsageError, forward_backend_stderr, proxy_from_args
+
+    if args.url is not None and command:
+        parser.error("give either a URL or '-- COMMAND', not both")
+    if args.url is None and not command:
+        parser.error("no backend: give a URL, or a command after '--'")
+    if args.url is not None and not is_url(args.url):
+        parser.error(f"{args.url!r} is not an http:// or https:// URL (a command goes after '--')")
+    try:
+        args.target = proxy_from_args(args, command)
+    except ProxyUsageError as exc:
+        parser.error(str(exc))
+    if command:
+        forward_backend_stderr()
+    args.workers = 1  # held calls live in this process: one process serves them
+    return _serve(parser, args)
 
 
 def _settings_error(command: str, exc: Exception) -> int:
@@ -554,13 +598,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         sub = subparsers[name]
         rest, command = words[1:], []
-        if name in ("call", "list", "inspect") and "--" in rest:
+        if name in ("call", "list", "inspect", "proxy") and "--" in rest:
             cut = rest.index("--")
             rest, command = rest[:cut], rest[cut + 1 :]
         # Intermixed, so that options may come after the key=value words.
         args = sub.parse_intermixed_args(rest)
         if name == "serve":
             return _serve(sub, args)
+        if name == "proxy":
+            return _proxy(sub, args, command)
         if name == "call":
             return _call(sub, args, command)
         if name in ("list", "inspect"):
