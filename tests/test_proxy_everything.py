@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import mrtr
 from interop.peers import NODE, npm_package
 from loopback_process import free_port, listening
 from mrtr import Client, ClientOptions, ElicitResult
@@ -34,8 +35,8 @@ PROXY = [sys.executable, "-m", "mrtr", "proxy"]
 
 
 def _env() -> dict[str, str]:
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
-    return {**os.environ, "PYTHONPATH": src}
+    # The mrtr the test imports, for the proxy process too.
+    return {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(mrtr.__file__))}
 
 
 class Asked:

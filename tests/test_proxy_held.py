@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+import mrtr
 from interop.peers import venv_python
 from loopback_process import free_port, listening
 from mrtr import Client, ClientOptions, ElicitResult
@@ -32,7 +33,8 @@ from mrtr.protocol.errors import INVALID_PARAMS, McpError
 pytestmark = pytest.mark.timeout(180)
 
 BACKEND = Path(__file__).resolve().parent / "servers" / "proxy_backend_mcp1.py"
-SRC = Path(__file__).resolve().parent.parent / "src"
+#: The mrtr the test imports, for the proxy process too.
+SRC = Path(mrtr.__file__).resolve().parent.parent
 
 
 @contextlib.contextmanager

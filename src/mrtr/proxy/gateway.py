@@ -24,8 +24,10 @@ from .proxy import ProxyBackend
 
 logger = logging.getLogger("mrtr.proxy")
 
-#: Which list each change the backend announces re-reads.
+#: Which lists each change the backend announces re-reads.
 _CHANGED = {"tools": ("tools",), "prompts": ("prompts",), "resources": ("resources", "templates")}
+#: The most resources whose updates the proxy follows on the backend.
+MAX_FOLLOWED = 100
 
 
 def proxy_server(
@@ -63,20 +65,36 @@ def proxy_server(
 
 
 async def _watch(server: Server, mirror: Mirror) -> None:
-    """Follow the backend's changes until cancelled; a failed watch starts again."""
+    """Follow the backend's changes until cancelled; a failed watch starts again.
+
+    A list change re-reads that list: a different list makes the server tell its clients,
+    and an unchanged one is passed on as it came. Updates are followed for the backend's
+    resources (the first `MAX_FOLLOWED`); a change of the resource list follows the new ones.
+    """
+    notify = {
+        "tools": server.notify_tools_changed,
+        "prompts": server.notify_prompts_changed,
+        "resources": server.notify_resources_changed,
+    }
     while True:
         try:
             client = await mirror.backend.pool.shared.client()
-            async with client.listen(tools=True, prompts=True, resources=True) as changes:
+            uris = list(mirror.known["resources"])[:MAX_FOLLOWED]
+            async with client.listen(
+                tools=True, prompts=True, resources=True, resource_uris=uris
+            ) as changes:
                 async for change in changes:
-                    uri = getattr(change, "uri", None)
-                    kind = getattr(change, "kind", None)
-                    if isinstance(uri, str) and uri:
-                        server.notify_resource_updated(uri)
-                    elif isinstance(kind, str) and kind in _CHANGED:
-                        await mirror.sync(*_CHANGED[kind])
+                    if change.kind == "resource" and change.uri:
+                        server.notify_resource_updated(change.uri)
+                    elif change.kind in _CHANGED:
+                        if not await mirror.sync(*_CHANGED[change.kind]):
+                            notify[change.kind]()
+                        if change.kind == "resources":
+                            break  # follow the new list's resources
+                else:
+                    await asyncio.sleep(1.0)  # the backend ended the stream: not in a loop
         except asyncio.CancelledError:
             raise
         except (McpError, OSError) as exc:
             logger.warning("watching the backend's changes failed (%s); starting again", exc)
-        await asyncio.sleep(1.0)
+            await asyncio.sleep(1.0)

@@ -47,8 +47,10 @@ class Mirror:
         self.known: dict[str, dict[str, dict[str, Any]]] = {kind: {} for kind in LISTS}
         self._completion = False
 
-    async def sync(self, *kinds: str) -> None:
-        """Bring the `kinds` named (default all) in line with the backend's lists."""
+    async def sync(self, *kinds: str) -> bool:
+        """Bring the `kinds` named (default all) in line with the backend's lists; whether
+        anything changed (the server then told its clients)."""
+        changed = False
         for kind in kinds or tuple(LISTS):
             method, key = LISTS[kind]
             try:
@@ -57,12 +59,13 @@ class Mirror:
                 if exc.code != METHOD_NOT_FOUND:
                     raise
                 items = []  # the backend offers none of this kind
-            self._apply(kind, items)
+            changed = self._apply(kind, items) or changed
         if not self._completion and (self.known["prompts"] or self.known["templates"]):
             self._completion = True
             self.server.completion()(self.backend.complete)
+        return changed
 
-    def _apply(self, kind: str, items: list[dict[str, Any]]) -> None:
+    def _apply(self, kind: str, items: list[dict[str, Any]]) -> bool:
         ident = (
             "name"
             if kind in ("tools", "prompts")
@@ -70,6 +73,7 @@ class Mirror:
         )
         fresh = {item[ident]: item for item in items if isinstance(item.get(ident), str)}
         known = self.known[kind]
+        before = dict(known)
         for key in [k for k in known if fresh.get(k) != known[k]]:
             self._remove(kind, key)
             del known[key]
@@ -82,6 +86,7 @@ class Mirror:
                 logger.warning("the proxy cannot serve the backend's %s %r: %s", kind, key, exc)
                 continue
             known[key] = item
+        return known != before
 
     def _remove(self, kind: str, key: str) -> None:
         server = self.server
