@@ -108,10 +108,12 @@ Where each host keeps its servers (--config PATH writes another file):
 The entry runs this Python, which has mrtr, with `-m mrtr serve /abs/FILE.py:ATTR`; --with
 and --with-editable packages are layered over it with `uv run --python THIS`. Other
 entries are kept, the previous file is kept as FILE.bak, and an entry of the same name is
-replaced only with --force.
+replaced only with --force. With --proxy URL the entry runs `-m mrtr proxy URL` instead,
+for a host that starts only stdio servers to reach a remote one.
 
 examples:
   mrtr install claude-desktop examples/shop.py:server
+  mrtr install claude-desktop --proxy https://example.com/mcp --name remote-shop
   mrtr install vscode shop.py --with httpx --env API_KEY=... --name my-shop
   mrtr install json shop.py:server --env-file .env"""
 
@@ -233,7 +235,13 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     install.add_argument("host", choices=HOSTS, metavar="HOST", help=", ".join(HOSTS))
-    install.add_argument("target", metavar="FILE.py[:ATTR]", help="the server to run")
+    install.add_argument("target", nargs="?", metavar="FILE.py[:ATTR]", help="the server to run")
+    install.add_argument(
+        "--proxy",
+        metavar="URL",
+        help="instead of a file, a remote server's URL, which the host reaches through "
+        "`mrtr proxy URL` over stdio",
+    )
     install.add_argument("--name", help="the entry's name (default: the Server's name)")
     install.add_argument(
         "--with",
@@ -489,6 +497,15 @@ def _install(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from .install import InstallCommand, InstallError, parse_env_file, parse_env_pairs
     from .serve import TargetError
 
+    if (args.target is None) == (args.proxy is None):
+        parser.error("give the server as FILE.py[:ATTR], or a remote one with --proxy URL")
+    if args.proxy is not None:
+        from .call import is_url
+
+        if not is_url(args.proxy):
+            parser.error(f"--proxy {args.proxy}: give an http:// or https:// URL")
+        if args.with_packages or args.with_editable:
+            parser.error("--with and --with-editable apply to a FILE.py target only")
     try:
         env = parse_env_file(args.env_file) if args.env_file else {}
         env.update(parse_env_pairs(args.env))  # --env wins over the file
@@ -496,7 +513,8 @@ def _install(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             parser.error("--name is empty")
         command = InstallCommand(
             host=args.host,
-            target=args.target,
+            target=args.target or "",
+            proxy=args.proxy,
             name=args.name,
             with_packages=args.with_packages,
             with_editable=args.with_editable,
