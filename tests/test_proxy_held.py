@@ -170,3 +170,21 @@ async def test_a_backend_killed_mid_call_fails_the_call_clearly_and_is_restarted
             assert "backend" in failed.value.message and "failed" in failed.value.message
             again = int((await connected.call_tool("pid")).content[0].text)  # type: ignore[union-attr]
             assert again != pid
+
+
+async def test_a_legacy_client_failing_to_answer_ends_the_backend_call(tmp_path: Path) -> None:
+    """The backend call ends with the request: its session is free for the next call at once
+    (with one session, a call left held would block every other one)."""
+    ledger = tmp_path / "ledger"
+
+    def refuse(params: Any) -> ElicitResult:
+        raise RuntimeError("no answer from this user")
+
+    with proxy(ledger, "--sessions", "1") as url:
+        options = ClientOptions(protocol="legacy")
+        async with Client.http(url, options=options, elicitation_handler=refuse) as connected:
+            with pytest.raises(McpError) as failed:
+                await connected.call_tool("book", {"item": "kite"})
+            assert "elicitation" in failed.value.message
+            waited = await asyncio.wait_for(connected.call_tool("wait", {"seconds": 0}), 10)
+            assert waited.content[0].text == "waited"  # type: ignore[union-attr]

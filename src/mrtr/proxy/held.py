@@ -22,6 +22,9 @@ Rules:
    rather than put to the client; the call goes on with the backend's reaction.
 5. The round's request being cancelled (the client gave up, or its connection closed)
    cancels the backend call.
+6. On a legacy session the client is asked live, within the one request (`ctx.ask`): no
+   `requestState`, no hold between requests; a question the client fails to answer ends
+   the request, and the backend call with it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ import itertools
 import secrets
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
 
 from ..inputs import ELICITATION_CREATE, InputRequest, InputRequiredResult
 from ..protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, McpError, invalid_params
@@ -171,8 +176,10 @@ class HeldCalls:
         return held
 
     async def outcome(self, held: HeldCall, ctx: RequestContext) -> Any:
-        """Serve one round of `held`: its result, or the client's next questions."""
+        """Serve one round of `held`: its result, or the client's next questions (asked live
+        on a legacy session, within this round)."""
         held.ctx = ctx
+        live = ctx.session is not None
         try:
             while True:
                 task = held.task
@@ -182,13 +189,34 @@ class HeldCalls:
                     return task.result()
                 self._refuse_unsupported(held, ctx)
                 if held.new or held.asked:
-                    return self._ask(held)
+                    if not live:
+                        return self._ask(held)
+                    await self._ask_live(held, ctx)
+                    continue
                 held.changed.clear()
                 await held.changed.wait()
-        except asyncio.CancelledError:
-            # Rule 5: nobody is left to hear the result.
+        except BaseException:
+            # Rule 5, and a live question that failed: nobody is left to hear the result.
             self._forget(held)
             raise
+
+    async def _ask_live(self, held: HeldCall, ctx: RequestContext) -> None:
+        """Ask a legacy session's client the new questions now, and hand the backend its
+        answers (a failure to ask ends the round, and with it the backend call)."""
+        questions = dict(held.new)
+        held.new.clear()
+        answers = await ctx.ask(
+            {
+                key: InputRequest(method=method, params=params)
+                for key, (method, params, _) in questions.items()
+            }
+        )
+        for key, (_, _, future) in questions.items():
+            value = answers[key]
+            if isinstance(value, BaseModel):
+                value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if not future.done():
+                future.set_result(value)
 
     def _refuse_unsupported(self, held: HeldCall, ctx: RequestContext) -> None:
         for key, (method, params, future) in list(held.new.items()):
