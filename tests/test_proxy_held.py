@@ -188,3 +188,19 @@ async def test_a_legacy_client_failing_to_answer_ends_the_backend_call(tmp_path:
             assert "elicitation" in failed.value.message
             waited = await asyncio.wait_for(connected.call_tool("wait", {"seconds": 0}), 10)
             assert waited.content[0].text == "waited"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+async def test_a_cancelled_call_cancels_the_backend_call(tmp_path: Path, era: str) -> None:
+    """The client gives up on a call (its stream closes, or `notifications/cancelled`): the
+    backend call is cancelled, and its one session serves the next call at once."""
+    ledger = tmp_path / "ledger"
+    with proxy(ledger, "--sessions", "1") as url:
+        async with client(url, era) as connected:
+            waiting = asyncio.ensure_future(connected.call_tool("wait", {"seconds": 60}))
+            await asyncio.sleep(1.0)
+            waiting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiting
+            waited = await asyncio.wait_for(connected.call_tool("wait", {"seconds": 0}), 10)
+            assert waited.content[0].text == "waited"  # type: ignore[union-attr]
