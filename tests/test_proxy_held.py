@@ -170,6 +170,11 @@ async def test_a_backend_killed_mid_call_fails_the_call_clearly_and_is_restarted
             assert "backend" in failed.value.message and "failed" in failed.value.message
             again = int((await connected.call_tool("pid")).content[0].text)  # type: ignore[union-attr]
             assert again != pid
+            # Killed while idle: the next call starts it again first, and succeeds.
+            os.kill(again, signal.SIGKILL)
+            await asyncio.sleep(1.0)
+            third = int((await connected.call_tool("pid")).content[0].text)  # type: ignore[union-attr]
+            assert third not in (pid, again)
 
 
 async def test_a_legacy_client_failing_to_answer_ends_the_backend_call(tmp_path: Path) -> None:

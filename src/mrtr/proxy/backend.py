@@ -10,9 +10,10 @@ either era: whatever `mrtr.Client` speaks). Rules:
    wire names the call a legacy server's request belongs to. Lists, reads, prompts and
    completions share the first session and never wait for a lease.
 2. A session whose connection failed (the process exited, the connection closed) is closed
-   and opened again when next needed. Reopening after a failure waits a backoff that doubles
-   from `BACKOFF_START` up to `BACKOFF_MAX` seconds, and starts over once a session has lived
-   `BACKOFF_RESET` seconds.
+   and opened again when next needed; a stdio backend that exited while idle is started
+   again before a request is sent, so that request does not fail. Reopening after a failure
+   waits a backoff that doubles from `BACKOFF_START` up to `BACKOFF_MAX` seconds, and starts
+   over once a session has lived `BACKOFF_RESET` seconds.
 3. A request in flight when its session fails gets `McpError(INTERNAL_ERROR)` naming the
    backend and what happened; it is not sent again (a tool call may have had its effect).
 """
@@ -112,8 +113,13 @@ class BackendSession:
         self.lease = asyncio.Lock()
 
     async def client(self) -> Client:
-        """The session's connected `Client`, opening it (after the backoff) if needed."""
+        """The session's connected `Client`, opening it (after the backoff) if needed; one
+        whose process exited while idle is replaced before anything is sent to it."""
         client = self._client
+        if client is not None and _exited(client):
+            logger.warning("the backend %s exited; starting it again", self.target.describe())
+            await self.drop(client)
+            client = None
         if client is not None:
             return client
         async with self._opening:
@@ -178,6 +184,11 @@ class BackendSession:
             "(the proxy restarts it; call again)",
             {"backend": self.target.describe()},
         )
+
+
+def _exited(client: Client) -> bool:
+    """Whether a stdio backend's process has exited (an HTTP backend has no process)."""
+    return getattr(client.transport, "returncode", None) is not None
 
 
 class Backoff:

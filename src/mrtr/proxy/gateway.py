@@ -76,9 +76,13 @@ async def _watch(server: Server, mirror: Mirror) -> None:
         "prompts": server.notify_prompts_changed,
         "resources": server.notify_resources_changed,
     }
+    last: object = None
     while True:
         try:
             client = await mirror.backend.pool.shared.client()
+            if last is not None and client is not last:
+                await mirror.sync()  # a restarted backend may offer other things
+            last = client
             uris = list(mirror.known["resources"])[:MAX_FOLLOWED]
             async with client.listen(
                 tools=True, prompts=True, resources=True, resource_uris=uris
