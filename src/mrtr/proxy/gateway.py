@@ -4,7 +4,9 @@ While the server runs (its lifespan), the backend is started, its lists are mirr
 (`mirror.py`) and a watch on its changes keeps them in line: a backend's `list_changed`
 becomes a re-read of that list (and the proxy's own `list_changed` to its clients), and a
 backend's `resources/updated` the proxy's. When the server stops, held calls are cancelled
-and the backend is closed (a stdio backend is stopped).
+and the backend is closed (a stdio backend is stopped). With a store and a broker shared by
+several instances, rounds of a held call that reach another instance are relayed to the one
+holding it (`relay.py`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ..server.server import Server
 from .backend import BackendTarget
 from .mirror import Mirror
 from .proxy import ProxyBackend
+from .relay import Relay
 
 logger = logging.getLogger("mrtr.proxy")
 
@@ -50,11 +53,19 @@ def proxy_server(
         mirror = Mirror(server, proxied)
         await proxied.start()
         watch: asyncio.Task[None] | None = None
+        store, broker = server.options.store, server.options.broker
+        relay = None if store is None or broker is None else Relay(proxied.held, store, broker)
         try:
             await mirror.sync()
             watch = asyncio.ensure_future(_watch(server, mirror))
+            if relay is not None:
+                await relay.start()
+                proxied.relay = relay
             yield proxied
         finally:
+            if relay is not None:
+                proxied.relay = None
+                await relay.stop()
             if watch is not None:
                 watch.cancel()
                 with contextlib.suppress(BaseException):

@@ -33,8 +33,8 @@ import asyncio
 import contextlib
 import itertools
 import secrets
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
@@ -56,6 +56,21 @@ def principal_of(ctx: RequestContext) -> str:
     if ctx.session is not None:
         return f"session:{id(ctx.session)}"
     return "anonymous"
+
+
+class Supports(Protocol):
+    """Whether the client declared what a question of `method` needs."""
+
+    def __call__(self, method: str, *, url_mode: bool = False) -> bool: ...
+
+
+def parse_state(state: str) -> tuple[str, str, int]:
+    """`(instance, call id, step)` of a held call's `requestState` plaintext (rule 1)."""
+    try:
+        _, instance, call_id, step_text = state.split(":")
+        return instance, call_id, int(step_text)
+    except ValueError:
+        raise invalid_params("requestState does not name a proxied call") from None
 
 
 class HeldCall:
@@ -115,6 +130,10 @@ class HeldCalls:
         """Whether `state` (a verified `ctx.request_state`) is a held call's."""
         return state is not None and state.startswith(STATE_PREFIX)
 
+    def state(self, held: HeldCall) -> str:
+        """The `requestState` plaintext naming `held` at its current step (rule 1)."""
+        return f"{STATE_PREFIX}{self.instance}:{held.id}:{held.step}"
+
     def start(
         self, ctx: RequestContext, tool: str, run: Callable[[HeldCall], Awaitable[Any]]
     ) -> HeldCall:
@@ -138,33 +157,23 @@ class HeldCalls:
         held.task.add_done_callback(lambda _: held.changed.set())
         return held
 
-    def resume(self, ctx: RequestContext, state: str) -> HeldCall:
-        """The held call a retry's `state` names, its answers applied (rules 1, 2)."""
-        try:
-            _, instance, call_id, step_text = state.split(":")
-            step = int(step_text)
-        except ValueError:
-            raise invalid_params("requestState does not name a proxied call") from None
-        if instance != self.instance:
-            raise invalid_params(
-                "this retry reached a proxy instance that does not hold its backend call "
-                "(the instance restarted, or rounds of one call are not routed to one "
-                "instance): call the tool again"
-            )
+    def resume(
+        self, call_id: str, step: int, principal: str, responses: Mapping[str, Any]
+    ) -> HeldCall:
+        """The held call `call_id`, this step's answers in `responses` applied (rules 1, 2)."""
         held = self.calls.get(call_id)
         if held is None:
             raise invalid_params(
                 "the proxied call this retry continues is no longer held (it ended, or "
                 f"waited longer than hold_timeout, {self.hold_timeout:g} s): call the tool again"
             )
-        if held.principal != principal_of(ctx):
+        if held.principal != principal:
             raise invalid_params("the proxied call this retry continues is not yours")
         if step != held.step or not held.asked:
             raise invalid_params(
                 f"the answers of round {step} of this proxied call were already applied; "
                 "an answer is not applied twice"
             )
-        responses = ctx.input_responses
         for key in list(held.asked):
             if key in responses:
                 _, _, future = held.asked.pop(key)
@@ -187,7 +196,7 @@ class HeldCalls:
                 if task.done():
                     self._forget(held)
                     return task.result()
-                self._refuse_unsupported(held, ctx)
+                self._refuse_unsupported(held, ctx.client_supports)
                 if held.new or held.asked:
                     if not live:
                         return self._ask(held)
@@ -197,6 +206,26 @@ class HeldCalls:
                 await held.changed.wait()
         except BaseException:
             # Rule 5, and a live question that failed: nobody is left to hear the result.
+            self._forget(held)
+            raise
+
+    async def advance(self, held: HeldCall, supports: Supports) -> Any:
+        """Run `held` on, for a round served by another instance (`relay.py`): its result,
+        or its next questions; the call is forgotten when it ends or fails."""
+        held.ctx = None  # its logs and progress have no stream here
+        try:
+            while True:
+                task = held.task
+                assert task is not None
+                if task.done():
+                    self._forget(held)
+                    return task.result()
+                self._refuse_unsupported(held, supports)
+                if held.new or held.asked:
+                    return self._ask(held)
+                held.changed.clear()
+                await held.changed.wait()
+        except BaseException:
             self._forget(held)
             raise
 
@@ -218,10 +247,10 @@ class HeldCalls:
             if not future.done():
                 future.set_result(value)
 
-    def _refuse_unsupported(self, held: HeldCall, ctx: RequestContext) -> None:
+    def _refuse_unsupported(self, held: HeldCall, supports: Supports) -> None:
         for key, (method, params, future) in list(held.new.items()):
             url_mode = method == ELICITATION_CREATE and params.get("mode") == "url"
-            if not ctx.client_supports(method, url_mode=url_mode):
+            if not supports(method, url_mode=url_mode):
                 del held.new[key]
                 if not future.done():
                     future.set_exception(
@@ -245,7 +274,7 @@ class HeldCalls:
                 key: InputRequest(method=method, params=params)
                 for key, (method, params, _) in held.asked.items()
             },
-            request_state=f"{STATE_PREFIX}{self.instance}:{held.id}:{held.step}",
+            request_state=self.state(held),
         )
 
     def _expire(self, held: HeldCall) -> None:

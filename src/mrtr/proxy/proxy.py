@@ -16,15 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..client.client import Client
 from ..inputs import ELICITATION_CREATE, ROOTS_LIST, SAMPLING_CREATE_MESSAGE
-from ..protocol.errors import METHOD_NOT_FOUND, McpError
+from ..protocol.errors import METHOD_NOT_FOUND, McpError, invalid_params
 from ..protocol.types import CallToolResult, GetPromptResult, ReadResourceResult
 from .backend import BackendPool, BackendSession, BackendTarget
-from .held import HeldCall, HeldCalls
+from .held import HeldCall, HeldCalls, parse_state, principal_of
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from ..server.context import RequestContext
+    from .relay import Relay
 
 logger = logging.getLogger("mrtr.proxy")
 
@@ -57,6 +58,9 @@ class ProxyBackend:
         self.target = target
         self.pool = BackendPool(target, sessions, self._handlers)
         self.held = HeldCalls(max_held, max_held_per_principal, hold_timeout)
+        #: Carries retries between instances sharing a store and broker (`relay.py`); set
+        #: while the proxy runs with both.
+        self.relay: Relay | None = None
 
     def describe(self) -> str:
         """The backend as a person would name it."""
@@ -136,7 +140,10 @@ class ProxyBackend:
         state = ctx.request_state
         if held.owns(state):
             assert state is not None
-            call = held.resume(ctx, state)
+            instance, call_id, step = parse_state(state)
+            if instance != held.instance:
+                return await self._elsewhere(ctx, instance, call_id, step)
+            call = held.resume(call_id, step, principal_of(ctx), ctx.input_responses)
         else:
             arguments = ctx.params.get("arguments")
 
@@ -161,6 +168,17 @@ class ProxyBackend:
 
             call = held.start(ctx, name, run)
         return await held.outcome(call, ctx)
+
+    async def _elsewhere(self, ctx: RequestContext, instance: str, call_id: str, step: int) -> Any:
+        """A retry for a call another instance holds: carried there when a relay runs."""
+        relay = self.relay
+        if relay is None:
+            raise invalid_params(
+                "this retry reached a proxy instance that does not hold its backend call "
+                "(the instance restarted, or rounds of one call are not routed to one "
+                "instance, and no shared store relays them): call the tool again"
+            )
+        return await relay.forward(ctx, instance, call_id, step)
 
     async def get_prompt(self, name: str, arguments: Mapping[str, Any] | None) -> GetPromptResult:
         """The backend's prompt `name`."""
