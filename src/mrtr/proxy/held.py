@@ -7,9 +7,10 @@ backend's questions to the client as `inputRequests` and its answers back to the
 Rules:
 
 1. The sealed `requestState` names the held call: `proxy:<instance>:<call id>:<step>`. The
-   instance id is random per process; a retry that reaches another instance, or a call no
-   longer held (it ended, timed out, the proxy restarted), is -32602 saying so and that the
-   tool must be called again. The backend call is never run again by a retry.
+   instance id is random per process; a retry that reaches another instance is relayed to
+   this one (`relay.py`) or, without a shared broker, is -32602 saying so. A call no longer
+   held (it ended, timed out, the proxy restarted) is -32602 saying so and that the tool must
+   be called again. The backend call is never run again by a retry.
 2. Each round the client is asked moves the call one step on. The answers of step N are
    applied once: a retry carrying step N after they were applied is -32602 ("already
    answered"), and its answers go nowhere. An answer missing from a retry is asked again.
