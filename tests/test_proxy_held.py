@@ -209,3 +209,20 @@ async def test_a_cancelled_call_cancels_the_backend_call(tmp_path: Path, era: st
                 await waiting
             waited = await asyncio.wait_for(connected.call_tool("wait", {"seconds": 0}), 10)
             assert waited.content[0].text == "waited"  # type: ignore[union-attr]
+
+
+async def test_a_question_the_client_cannot_answer_is_refused_to_the_backend(
+    tmp_path: Path,
+) -> None:
+    """A client that declared no elicitation is not asked: the backend's `elicitation/create`
+    is refused (-32601) and the call ends with the backend's own reaction, with no round."""
+    ledger = tmp_path / "ledger"
+    rounds: list[RoundInfo] = []
+    with proxy(ledger) as url:
+        options = ClientOptions(protocol="modern", on_round=rounds.append)
+        async with Client.http(url, options=options) as connected:
+            result = await asyncio.wait_for(connected.call_tool("book", {"item": "cap"}), 20)
+    assert result.is_error
+    assert "cannot answer elicitation/create" in result.content[0].text  # type: ignore[union-attr]
+    assert rounds == []
+    assert runs(ledger) == ["run cap"]
