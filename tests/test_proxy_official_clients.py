@@ -1,12 +1,13 @@
-"""The official Python SDK's client (`mcp==2.3.0`) through `mrtr proxy` over stdio, to an
-mcp 1.30 FastMCP backend whose tool asks twice: in `mode="auto"` it finds the proxy modern
-and answers in MRTR rounds itself; in `mode="legacy"` it is asked live. Either way the
-backend's tool runs once.
+"""The official Python SDK's clients through `mrtr proxy`, to an mcp 1.30 FastMCP backend
+whose tool asks twice. `mcp==2.3.0` over stdio: in `mode="auto"` it finds the proxy modern
+and answers in MRTR rounds itself; in `mode="legacy"` it is asked live. `mcp==1.30.0` (legacy
+only), over the proxy's stdio and Streamable HTTP. Either way the backend's tool runs once.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from mcp.client.stdio import StdioServerParameters
 
 import mrtr
 from interop.peers import venv_python
+from loopback_process import free_port, listening
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -49,3 +51,35 @@ async def test_the_official_client_answers_a_backend_asking_twice(
     assert result.content[0].text == "booked a medium boat"  # type: ignore[union-attr]
     assert asked == ["Size of the boat?", "Book a medium boat?"]
     assert ledger.read_text().splitlines() == ["run boat"]
+
+
+CLIENT_1_30 = Path(__file__).resolve().parent / "servers" / "proxy_mcp1_client.py"
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_an_mcp_1_30_client_answers_a_backend_asking_twice(tmp_path: Path, transport: str) -> None:
+    ledger = tmp_path / "ledger"
+    mcp1 = str(venv_python("mcp1"))
+    env = {**os.environ, "PYTHONPATH": SRC, "PROXY_LEDGER": str(ledger)}
+    proxy = [sys.executable, "-m", "mrtr", "proxy"]
+    backend = ["--", mcp1, str(BACKEND)]
+    if transport == "stdio":
+        done = subprocess.run(
+            [mcp1, str(CLIENT_1_30), "stdio", *proxy, *backend],
+            capture_output=True, text=True, timeout=90, env=env,
+        )  # fmt: skip
+    else:
+        port = free_port()
+        http = ["--transport", "http", "--port", str(port)]
+        with listening([*proxy, *http, *backend], port, env=env, stderr=subprocess.DEVNULL):
+            done = subprocess.run(
+                [mcp1, str(CLIENT_1_30), "http", f"http://127.0.0.1:{port}/mcp"],
+                capture_output=True, text=True, timeout=90, env=env,
+            )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "asked: Size of the bike?",
+        "asked: Book a tiny bike?",
+        "result: booked a tiny bike",
+    ]
+    assert ledger.read_text().splitlines() == ["run bike"]
