@@ -1,7 +1,8 @@
 """The official Python SDK's clients through `mrtr proxy`, to an mcp 1.30 FastMCP backend
 whose tool asks twice. `mcp==2.3.0` over stdio: in `mode="auto"` it finds the proxy modern
 and answers in MRTR rounds itself; in `mode="legacy"` it is asked live. `mcp==1.30.0` (legacy
-only), over the proxy's stdio and Streamable HTTP. Either way the backend's tool runs once.
+only), over the proxy's stdio and Streamable HTTP. The TypeScript SDK 2.x client, modern
+and legacy, over HTTP. Either way the backend's tool runs once.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 from mcp.client.stdio import StdioServerParameters
 
 import mrtr
-from interop.peers import venv_python
+from interop.peers import NODE, NODE_DIR, npm_package, venv_python
 from loopback_process import free_port, listening
 
 pytestmark = pytest.mark.timeout(120)
@@ -83,3 +84,35 @@ def test_an_mcp_1_30_client_answers_a_backend_asking_twice(tmp_path: Path, trans
         "result: booked a tiny bike",
     ]
     assert ledger.read_text().splitlines() == ["run bike"]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_the_typescript_v2_client_answers_a_backend_asking_twice(tmp_path: Path, mode: str) -> None:
+    ledger = tmp_path / "ledger"
+    npm_package("@modelcontextprotocol/client")
+    # Beside the npm peers, where its imports resolve (ESM has no NODE_PATH).
+    driver = NODE_DIR / "drivers" / "proxy_ts2_client.mjs"
+    driver.parent.mkdir(exist_ok=True)
+    source = (Path(__file__).resolve().parent / "servers" / driver.name).read_bytes()
+    if not driver.exists() or driver.read_bytes() != source:
+        partial = driver.with_name(f".{driver.name}.{os.getpid()}")
+        partial.write_bytes(source)
+        os.replace(partial, driver)
+    env = {**os.environ, "PYTHONPATH": SRC, "PROXY_LEDGER": str(ledger)}
+    port = free_port()
+    proxy = [sys.executable, "-m", "mrtr", "proxy", "--transport", "http", "--port", str(port)]
+    backend = ["--", str(venv_python("mcp1")), str(BACKEND)]
+    with listening([*proxy, *backend], port, env=env, stderr=subprocess.DEVNULL):
+        done = subprocess.run(
+            [str(NODE), str(driver), mode, f"http://127.0.0.1:{port}/mcp"],
+            capture_output=True, text=True, timeout=90, env=env,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == ("version: 2026-07-28" if mode == "auto" else "version: 2025-11-25")
+    assert lines[1:] == [
+        "asked: Size of the ship?",
+        "asked: Book a huge ship?",
+        "result: booked a huge ship",
+    ]
+    assert ledger.read_text().splitlines() == ["run ship"]
