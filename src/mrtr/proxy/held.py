@@ -263,6 +263,7 @@ class HeldCalls:
                     )
 
     def _ask(self, held: HeldCall) -> InputRequiredResult:
+        held.ctx = None  # the round ends: until the retry, nobody hears logs or progress
         if held.new:
             held.step += 1
             held.asked.update(held.new)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..client.client import Client
 from ..inputs import ELICITATION_CREATE, ROOTS_LIST, SAMPLING_CREATE_MESSAGE
 from ..protocol.errors import METHOD_NOT_FOUND, McpError, invalid_params
+from ..protocol.meta import LOG_LEVEL_RANK
 from ..protocol.types import CallToolResult, GetPromptResult, ReadResourceResult
 from .backend import BackendPool, BackendSession, BackendTarget
 from .held import HeldCall, HeldCalls, parse_state, principal_of
@@ -69,7 +70,7 @@ class ProxyBackend:
     # --- the backend's questions, logs and progress ------------------------------------------
 
     def _handlers(self, session: BackendSession) -> Mapping[str, Any]:
-        def relay(method: str) -> Any:
+        def ask_client(method: str) -> Any:
             async def answer(params: BaseModel) -> Any:
                 holder = session.holder
                 if not isinstance(holder, HeldCall):
@@ -88,18 +89,18 @@ class ProxyBackend:
             if ctx is None:
                 logger.info("backend log [%s]: %s", params.get("level"), params.get("data"))
                 return
-            level = params.get("level")
+            level, name = params.get("level"), params.get("logger")
             await ctx.log(
-                level if isinstance(level, str) else "info",
+                level if level in LOG_LEVEL_RANK else "info",
                 params.get("data"),
-                params.get("logger"),
+                name if isinstance(name, str) else None,
             )
 
         return {
-            "elicitation_handler": relay(ELICITATION_CREATE),
+            "elicitation_handler": ask_client(ELICITATION_CREATE),
             "elicitation_modes": ("form", "url"),
-            "sampling_handler": relay(SAMPLING_CREATE_MESSAGE),
-            "roots_handler": relay(ROOTS_LIST),
+            "sampling_handler": ask_client(SAMPLING_CREATE_MESSAGE),
+            "roots_handler": ask_client(ROOTS_LIST),
             "log_handler": log,
             "log_level": "debug",
         }
