@@ -362,7 +362,9 @@ def _check_port(parser: argparse.ArgumentParser, port: int | None) -> None:
         parser.error(f"--port {port}: a port is a number from 0 to 65535")
 
 
-def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+def _serve(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, command: str = "serve"
+) -> int:
     from ..settings import (
         SettingsError,
         http_options,
@@ -383,7 +385,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         request_state_key()  # a bad key or key file stops the command here, named
         workers = args.workers if args.workers is not None else serve_workers()
     except SettingsError as exc:
-        return _settings_error("serve", exc)
+        return _settings_error(command, exc)
     if args.transport == "stdio" and (args.host is not None or args.port is not None):
         parser.error("--host and --port apply to --transport http only")
     if args.transport == "stdio" and args.workers is not None and args.workers > 1:
@@ -437,13 +439,13 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except TargetError as exc:
         parser.error(str(exc))
     except WorkersError as exc:
-        print(f"mrtr serve: {exc}", file=sys.stderr)
+        print(f"mrtr {command}: {exc}", file=sys.stderr)
         return 2
     except TargetImportError as exc:
-        print(f"mrtr serve: {exc}", file=sys.stderr)
+        print(f"mrtr {command}: {exc}", file=sys.stderr)
         return 1
     except LifespanError as exc:  # the server's lifespan failed: it did not start
-        print(f"mrtr serve: {exc}", file=sys.stderr)
+        print(f"mrtr {command}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 0  # Ctrl-C is how a server is stopped: not a failure
@@ -467,7 +469,7 @@ def _proxy(parser: argparse.ArgumentParser, args: argparse.Namespace, command: l
     if command:
         forward_backend_stderr()
     args.workers = 1  # held calls live in this process: one process serves them
-    return _serve(parser, args)
+    return _serve(parser, args, "proxy")
 
 
 def _settings_error(command: str, exc: Exception) -> int:

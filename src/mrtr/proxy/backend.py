@@ -131,16 +131,15 @@ class BackendSession:
                 await client.connect()
                 if client.era is None:
                     await client.ping()  # settle the era now, not in a caller's first call
-            except McpError as exc:
+            except (McpError, OSError) as exc:
                 self._backoff.failed()
                 with contextlib.suppress(Exception):
                     await client.close()
-                raise self._failure(exc) from None
-            except OSError as exc:
-                self._backoff.failed()
+                why = exc.message if isinstance(exc, McpError) else str(exc)
                 raise McpError(
                     INTERNAL_ERROR,
-                    f"the proxy could not start its backend {self.target.describe()}: {exc}",
+                    f"the proxy could not reach its backend {self.target.describe()}: {why}",
+                    {"backend": self.target.describe()},
                 ) from None
             self._client = client
             self._opened_at = time.monotonic()
