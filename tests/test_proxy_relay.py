@@ -2,7 +2,8 @@
 behind a load balancer: a modern client's rounds alternate between them, and each retry that
 reaches the instance not holding the backend call is relayed to the one holding it. The
 backend (mcp 1.30 FastMCP, asking twice) runs its tool once. When the holding instance is
-killed (-9), a retry on the other gets a clear error at once, and nothing runs twice.
+killed (-9), a retry on the other gets a clear error at once, and nothing runs twice. Behind
+the shipped haproxy configuration (round-robin), clients of both eras are served.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from typing import Any
 import pytest
 
 import mrtr
+from cluster import haproxy_binary, write_config
 from interop.peers import venv_python
 from loopback_process import free_port, listening
 from mrtr import Client, ClientOptions, ElicitResult
+from mrtr.client.options import RoundInfo
 from mrtr.protocol.errors import INTERNAL_ERROR, McpError
 from redis_instance import RedisInstance, redis_instance
 
@@ -62,6 +65,12 @@ def two_proxies(
             )
             instances.append((f"http://127.0.0.1:{port}/mcp", process))
         yield instances
+
+
+def answer(params: Any) -> ElicitResult:
+    if params.message.startswith("Size"):
+        return ElicitResult(action="accept", content={"size": "big"})
+    return ElicitResult(action="accept", content={"ok": True})
 
 
 def client(url: str) -> Client:
@@ -115,3 +124,36 @@ async def test_a_killed_holding_instance_gives_a_clear_error_on_the_other(
     assert gone.value.code == INTERNAL_ERROR
     assert "is gone" in gone.value.message and "call the tool again" in gone.value.message
     assert ledger.read_text().splitlines() == ["run sled"]
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+async def test_both_eras_through_haproxy_round_robin(
+    tmp_path: Path, redis_instance: RedisInstance, era: str
+) -> None:
+    """The shipped `deploy/haproxy.cfg` (round-robin, no stickiness) in front of the two
+    instances: a modern client's retries alternate between them, a legacy client's session
+    and its live questions too, and the backend's tool runs once per call."""
+    binary = haproxy_binary()
+    assert binary is not None, "haproxy is not installed: apt-get install haproxy"
+    ledger = tmp_path / "ledger"
+    rounds: list[RoundInfo] = []
+    with two_proxies(redis_instance, ledger) as [(url_a, _), (url_b, _)]:
+        port = free_port()
+        env = {
+            **os.environ,
+            "MRTR_LB_ADDR": f"127.0.0.1:{port}",
+            "MRTR_INSTANCE_1": url_a.removeprefix("http://").removesuffix("/mcp"),
+            "MRTR_INSTANCE_2": url_b.removeprefix("http://").removesuffix("/mcp"),
+        }
+        config = write_config(2, tmp_path / "haproxy.cfg")
+        with listening([binary, "-db", "-f", str(config)], port, env=env):
+            options = ClientOptions(protocol=era, on_round=rounds.append)  # type: ignore[arg-type]
+            async with Client.http(
+                f"http://127.0.0.1:{port}/mcp", options=options, elicitation_handler=answer
+            ) as connected:
+                first = await connected.call_tool("book", {"item": "tent"})
+                second = await connected.call_tool("book", {"item": "cart"})
+    assert first.content[0].text == "booked a big tent"  # type: ignore[union-attr]
+    assert second.content[0].text == "booked a big cart"  # type: ignore[union-attr]
+    assert len(rounds) == (4 if era == "modern" else 0)
+    assert ledger.read_text().splitlines() == ["run tent", "run cart"]
