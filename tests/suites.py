@@ -37,6 +37,7 @@ UNIT = frozenset(
         "test_mrtr_client.py",
         "test_mrtr_server.py",
         "test_once_journal.py",
+        "test_proxy_cli.py",
         "test_questions_as_coroutines.py",
         "test_redemption.py",
         "test_replay_engine.py",

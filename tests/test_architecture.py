@@ -112,6 +112,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "mrtr.server",
             "mrtr.settings",
             "mrtr.client.*",
+            # A backend server seen through `Client`, served by a `Server`.
+            "mrtr.proxy.*",
         ),
     ),
     ("cli", ("mrtr.cli.*", "mrtr", "mrtr.__main__")),

@@ -172,7 +172,7 @@ def _check_mrtr(arguments: list[str], where: str) -> None:
         assert exit_.value.code == 0, f"{where}: `mrtr {shlex.join(arguments)}` is not a command"
         return
     name, rest, inner = arguments[0], arguments[1:], []
-    if name in ("call", "list", "inspect") and "--" in rest:
+    if name in ("call", "list", "inspect", "proxy") and "--" in rest:
         cut = rest.index("--")
         rest, inner = rest[:cut], rest[cut + 1 :]
     try:

@@ -1,4 +1,4 @@
-"""The `mrtr` command line: `serve`, `call`, `list`, `inspect`, `install` and `demo`.
+"""The `mrtr` command line: `serve`, `proxy`, `call`, `list`, `inspect`, `install` and `demo`.
 
 Exit status: 0 on success, 1 when the call or the server failed (a tool result flagged
 `isError`, an MCP error, an unreachable server), 2 for a usage error, 130 when interrupted.
@@ -29,6 +29,8 @@ from ..transport.http_limits import (
     check_body_sizes,
 )
 from .install import HOSTS
+from .proxy import PROXY_EPILOG as _PROXY_EPILOG
+from .proxy import add_proxy_options
 
 _CALL_USAGE = """\
 mrtr call [options] URL TOOL [key=value ...]
@@ -106,10 +108,12 @@ Where each host keeps its servers (--config PATH writes another file):
 The entry runs this Python, which has mrtr, with `-m mrtr serve /abs/FILE.py:ATTR`; --with
 and --with-editable packages are layered over it with `uv run --python THIS`. Other
 entries are kept, the previous file is kept as FILE.bak, and an entry of the same name is
-replaced only with --force.
+replaced only with --force. With --proxy URL the entry runs `-m mrtr proxy URL` instead,
+for a host that starts only stdio servers to reach a remote one.
 
 examples:
   mrtr install claude-desktop examples/shop.py:server
+  mrtr install claude-desktop --proxy https://example.com/mcp --name remote-shop
   mrtr install vscode shop.py --with httpx --env API_KEY=... --name my-shop
   mrtr install json shop.py:server --env-file .env"""
 
@@ -132,18 +136,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     serve.add_argument("target", metavar="TARGET", help="MODULE:ATTR or FILE.py:ATTR")
-    serve.add_argument(
-        "--transport",
-        choices=("stdio", "http"),
-        help="stdio (default) or http (Streamable HTTP at /mcp)",
-    )
-    serve.add_argument(
-        "--log-level",
-        choices=LOG_LEVELS,
-        help="log records at this level and above go to stderr (default warning)",
-    )
-    serve.add_argument("--host", help="address to listen on with http (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port to listen on with http (default 8000)")
+    _serving_options(serve)
     serve.add_argument(
         "--workers",
         type=int,
@@ -151,29 +144,20 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
         help="with http, N processes sharing the port (default 1); more than 1 needs a "
         "request-state key shared by all (MRTR_REQUEST_STATE_KEY or _FILE)",
     )
-    sse = serve.add_mutually_exclusive_group()
-    sse.add_argument(
-        "--sse-path",
-        metavar="PATH",
-        help="with http, where the 2024-11-05 HTTP+SSE transport is served beside Streamable "
-        "HTTP, for older clients (default /sse; off with --workers above 1)",
+
+    proxy = commands.add_parser(
+        "proxy",
+        help="serve another MCP server (a URL or a stdio command) to clients of both eras",
+        usage="mrtr proxy [options] URL\n       mrtr proxy [options] -- COMMAND [ARG ...]",
+        description="Start (or connect to) a backend MCP server and serve it over stdio or "
+        "Streamable HTTP, to 2026-07-28 and legacy clients alike; the backend's questions "
+        "mid-call are relayed to the client.",
+        epilog=_PROXY_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sse.add_argument("--no-sse", action="store_true", help="with http, serve no HTTP+SSE transport")
-    serve.add_argument(
-        "--eof-grace",
-        type=float,
-        metavar="SECONDS",
-        help="with stdio, how long requests in flight at end of input get to finish and be "
-        "answered before they are cancelled (default 10; 0 cancels them at once)",
-    )
-    limits = serve.add_argument_group("HTTP limits (with --transport http)")
-    for flag, seconds, default, text in _HTTP_LIMITS:
-        limits.add_argument(
-            flag,
-            type=float if seconds else int,
-            metavar="SECONDS" if seconds else "N",
-            help=f"{text} (default {default:g})" if seconds else f"{text} (default {default})",
-        )
+    proxy.add_argument("url", nargs="?", metavar="URL", help="a backend's MCP endpoint")
+    _serving_options(proxy)
+    add_proxy_options(proxy)
 
     call = commands.add_parser(
         "call",
@@ -251,7 +235,13 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     install.add_argument("host", choices=HOSTS, metavar="HOST", help=", ".join(HOSTS))
-    install.add_argument("target", metavar="FILE.py[:ATTR]", help="the server to run")
+    install.add_argument("target", nargs="?", metavar="FILE.py[:ATTR]", help="the server to run")
+    install.add_argument(
+        "--proxy",
+        metavar="URL",
+        help="instead of a file, a remote server's URL, which the host reaches through "
+        "`mrtr proxy URL` over stdio",
+    )
     install.add_argument("--name", help="the entry's name (default: the Server's name)")
     install.add_argument(
         "--with",
@@ -299,8 +289,50 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     demo.add_argument(
         "--port", type=int, default=0, help="port to listen on (default: any free port)"
     )
-    subparsers.update({"serve": serve, "call": call, "install": install, "demo": demo})
+    subparsers.update(
+        {"serve": serve, "proxy": proxy, "call": call, "install": install, "demo": demo}
+    )
     return parser, subparsers
+
+
+def _serving_options(parser: argparse.ArgumentParser) -> None:
+    """The options of how a server is served (`serve` and `proxy`): transport, log level,
+    address, HTTP+SSE, stdio's end-of-input grace and the HTTP limits."""
+    parser.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        help="stdio (default) or http (Streamable HTTP at /mcp)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        help="log records at this level and above go to stderr (default warning)",
+    )
+    parser.add_argument("--host", help="address to listen on with http (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port to listen on with http (default 8000)")
+    sse = parser.add_mutually_exclusive_group()
+    sse.add_argument(
+        "--sse-path",
+        metavar="PATH",
+        help="with http, where the 2024-11-05 HTTP+SSE transport is served beside Streamable "
+        "HTTP, for older clients (default /sse; off with --workers above 1)",
+    )
+    sse.add_argument("--no-sse", action="store_true", help="with http, serve no HTTP+SSE transport")
+    parser.add_argument(
+        "--eof-grace",
+        type=float,
+        metavar="SECONDS",
+        help="with stdio, how long requests in flight at end of input get to finish and be "
+        "answered before they are cancelled (default 10; 0 cancels them at once)",
+    )
+    limits = parser.add_argument_group("HTTP limits (with --transport http)")
+    for flag, seconds, default, text in _HTTP_LIMITS:
+        limits.add_argument(
+            flag,
+            type=float if seconds else int,
+            metavar="SECONDS" if seconds else "N",
+            help=f"{text} (default {default:g})" if seconds else f"{text} (default {default})",
+        )
 
 
 # flag, whether it is in seconds (else a count), default, help
@@ -330,7 +362,9 @@ def _check_port(parser: argparse.ArgumentParser, port: int | None) -> None:
         parser.error(f"--port {port}: a port is a number from 0 to 65535")
 
 
-def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+def _serve(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, command: str = "serve"
+) -> int:
     from ..settings import (
         SettingsError,
         http_options,
@@ -351,7 +385,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         request_state_key()  # a bad key or key file stops the command here, named
         workers = args.workers if args.workers is not None else serve_workers()
     except SettingsError as exc:
-        return _settings_error("serve", exc)
+        return _settings_error(command, exc)
     if args.transport == "stdio" and (args.host is not None or args.port is not None):
         parser.error("--host and --port apply to --transport http only")
     if args.transport == "stdio" and args.workers is not None and args.workers > 1:
@@ -405,17 +439,37 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except TargetError as exc:
         parser.error(str(exc))
     except WorkersError as exc:
-        print(f"mrtr serve: {exc}", file=sys.stderr)
+        print(f"mrtr {command}: {exc}", file=sys.stderr)
         return 2
     except TargetImportError as exc:
-        print(f"mrtr serve: {exc}", file=sys.stderr)
+        print(f"mrtr {command}: {exc}", file=sys.stderr)
         return 1
     except LifespanError as exc:  # the server's lifespan failed: it did not start
-        print(f"mrtr serve: {exc}", file=sys.stderr)
+        print(f"mrtr {command}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 0  # Ctrl-C is how a server is stopped: not a failure
     return 0
+
+
+def _proxy(parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str]) -> int:
+    from .call import is_url
+    from .proxy import ProxyUsageError, forward_backend_stderr, proxy_from_args
+
+    if args.url is not None and command:
+        parser.error("give either a URL or '-- COMMAND', not both")
+    if args.url is None and not command:
+        parser.error("no backend: give a URL, or a command after '--'")
+    if args.url is not None and not is_url(args.url):
+        parser.error(f"{args.url!r} is not an http:// or https:// URL (a command goes after '--')")
+    try:
+        args.target = proxy_from_args(args, command)
+    except ProxyUsageError as exc:
+        parser.error(str(exc))
+    if command:
+        forward_backend_stderr()
+    args.workers = 1  # held calls live in this process: one process serves them
+    return _serve(parser, args, "proxy")
 
 
 def _settings_error(command: str, exc: Exception) -> int:
@@ -445,6 +499,15 @@ def _install(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from .install import InstallCommand, InstallError, parse_env_file, parse_env_pairs
     from .serve import TargetError
 
+    if (args.target is None) == (args.proxy is None):
+        parser.error("give the server as FILE.py[:ATTR], or a remote one with --proxy URL")
+    if args.proxy is not None:
+        from .call import is_url
+
+        if not is_url(args.proxy):
+            parser.error(f"--proxy {args.proxy}: give an http:// or https:// URL")
+        if args.with_packages or args.with_editable:
+            parser.error("--with and --with-editable apply to a FILE.py target only")
     try:
         env = parse_env_file(args.env_file) if args.env_file else {}
         env.update(parse_env_pairs(args.env))  # --env wins over the file
@@ -452,7 +515,8 @@ def _install(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             parser.error("--name is empty")
         command = InstallCommand(
             host=args.host,
-            target=args.target,
+            target=args.target or "",
+            proxy=args.proxy,
             name=args.name,
             with_packages=args.with_packages,
             with_editable=args.with_editable,
@@ -554,13 +618,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         sub = subparsers[name]
         rest, command = words[1:], []
-        if name in ("call", "list", "inspect") and "--" in rest:
+        if name in ("call", "list", "inspect", "proxy") and "--" in rest:
             cut = rest.index("--")
             rest, command = rest[:cut], rest[cut + 1 :]
         # Intermixed, so that options may come after the key=value words.
         args = sub.parse_intermixed_args(rest)
         if name == "serve":
             return _serve(sub, args)
+        if name == "proxy":
+            return _proxy(sub, args, command)
         if name == "call":
             return _call(sub, args, command)
         if name in ("list", "inspect"):

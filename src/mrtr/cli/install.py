@@ -10,6 +10,9 @@ Each host keeps its stdio servers in a JSON file:
 | `vscode` | `./.vscode/mcp.json` | `servers`, entries with `"type": "stdio"` |
 | `json` | printed, not written | `{name: entry}` |
 
+With `--proxy URL` the entry runs `mrtr proxy URL` instead: a host that starts only stdio
+servers reaches a remote server (of either era) through it, its questions included.
+
 The entry runs `mrtr serve /absolute/file.py:ATTR` with this Python interpreter, which has mrtr
 whatever the install (editable, wheel, `git+`): `python -m mrtr serve ...`. Packages given with
 `--with`/`--with-editable` are layered over it by `uv run --no-project --python THIS ...`.
@@ -30,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 from .jsonc import loads as load_jsonc
 from .jsonc import set_entry as set_jsonc_entry
@@ -268,9 +272,16 @@ class InstallCommand:
     config: Path | None = None
     project: bool = False
     force: bool = False
+    #: A remote server's URL, served to the host over stdio by `mrtr proxy` (no target then).
+    proxy: str | None = None
 
     def entry(self, err: TextIO) -> ServerEntry:
         """The server's entry; raises `TargetError` for a target that names no server."""
+        if self.proxy is not None:
+            remote = self.name or urlsplit(self.proxy).hostname or "remote"
+            return ServerEntry(
+                remote, sys.executable, ["-m", "mrtr", "proxy", self.proxy], dict(self.env)
+            )
         file, attr = resolve_target(self.target)
         name = self.name
         if name is None:

@@ -176,7 +176,7 @@ def seals_with_ephemeral_key(server: Server) -> bool:
 
 
 def serve(
-    target: str,
+    target: str | Server,
     transport: str,
     host: str | None,
     port: int | None,
@@ -184,7 +184,8 @@ def serve(
     workers: int = 1,
     **http_options: Any,
 ) -> None:
-    """Load `target` and serve it until stopped (stdio: until stdin closes).
+    """Load `target` (or take the `Server` given) and serve it until stopped (stdio: until
+    stdin closes).
 
     Logs at `log_level` and above go to stderr (never stdout, which carries the protocol on
     stdio). `http_options` go to `serve_http` (its limits: `header_timeout=`,
@@ -193,7 +194,7 @@ def serve(
     `WorkersError` when the server has no configured key.
     """
     configure_logging(log_level)
-    server = load_server(target)
+    server = target if isinstance(target, Server) else load_server(target)
     if workers > 1 and seals_with_ephemeral_key(server):
         raise WorkersError(
             f"--workers {workers} needs a request-state key shared by every worker (a round "
@@ -212,7 +213,7 @@ def serve(
             file=sys.stderr,
             flush=True,
         )
-        if workers > 1:
+        if workers > 1 and isinstance(target, str):
             _run_workers(target, host, port, workers, log_level, http_options)
         else:
             server.run(transport="http", host=host, port=port, **http_options)

@@ -1,0 +1,122 @@
+"""`mrtr proxy`: the options of a proxy and the `Server` they describe (`mrtr.proxy`).
+
+The serving options are `mrtr serve`'s (transport, address, limits, and the `MRTR_*`
+settings, auth included); these add the backend's: its headers (a URL), how many backend
+sessions, and the bounds of the calls held between rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..server.server import Server
+
+PROXY_EPILOG = """\
+The backend is a Streamable HTTP (or HTTP+SSE) endpoint of either protocol era, or a command
+that speaks MCP over stdio, given after "--"; the proxy starts it, and starts it again (with
+a growing backoff) when it exits. Its tools, prompts, resources and templates are served as
+the proxy's own; a question it asks during a tools/call (elicitation, sampling, roots) goes
+to the client: as inputRequests to a 2026-07-28 client, whose retry answers it (the backend
+call is held in this process meanwhile, never run twice), and as a request to a legacy one.
+
+Each tools/call has a backend session to itself while it runs, so the backend's questions
+are routed to it: --sessions 1 (the default) keeps a stateful stdio server to one process,
+its calls one at a time; more run that many calls at once.
+
+examples:
+  mrtr proxy -- npx -y @modelcontextprotocol/server-everything
+  mrtr proxy --transport http --port 8000 -- uvx mcp-server-fetch
+  mrtr proxy --transport http https://example.com/mcp --header "Authorization=Bearer $TOKEN\""""
+
+
+class ProxyUsageError(Exception):
+    """Options that do not make a proxy (a usage error)."""
+
+
+def add_proxy_options(parser: argparse.ArgumentParser) -> None:
+    """The backend's options, beside the serving ones."""
+    group = parser.add_argument_group("the backend")
+    group.add_argument("--name", help="the name clients are told (default mrtr-proxy)")
+    group.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an HTTP header sent to a URL backend with every request; repeatable",
+    )
+    group.add_argument(
+        "--sessions",
+        type=int,
+        default=1,
+        metavar="N",
+        help="backend sessions, one per tools/call running at once (default 1)",
+    )
+    group.add_argument(
+        "--hold-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="how long a call waits for its client's answers before it is cancelled (default 600)",
+    )
+    group.add_argument(
+        "--max-held",
+        type=int,
+        default=100,
+        metavar="N",
+        help="calls in flight at once, in all (default 100)",
+    )
+    group.add_argument(
+        "--max-held-per-principal",
+        type=int,
+        default=10,
+        metavar="N",
+        help="calls in flight at once per caller (token subject or session; default 10)",
+    )
+
+
+def proxy_from_args(args: argparse.Namespace, command: list[str]) -> Server:
+    """The proxy `Server` the options describe; `ProxyUsageError` naming a bad option."""
+    from ..proxy import BackendTarget, ProxyBackend, proxy_server  # not on every command's path
+
+    headers: dict[str, str] = {}
+    for pair in args.header:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise ProxyUsageError(f"--header {pair!r}: give NAME=VALUE")
+        headers[name.strip()] = value
+    if headers and args.url is None:
+        raise ProxyUsageError("--header applies to a URL backend only")
+    if args.sessions < 1:
+        raise ProxyUsageError(f"--sessions {args.sessions}: give at least 1")
+    if not args.hold_timeout > 0:
+        raise ProxyUsageError(f"--hold-timeout {args.hold_timeout}: give seconds above 0")
+    if args.max_held < 1 or args.max_held_per_principal < 1:
+        raise ProxyUsageError("--max-held and --max-held-per-principal: give at least 1")
+    if args.url is not None:
+        target = BackendTarget(url=args.url, headers=headers or None)
+    else:
+        target = BackendTarget(command=command[0], args=tuple(command[1:]))
+    backend = ProxyBackend(
+        target,
+        sessions=args.sessions,
+        max_held=args.max_held,
+        max_held_per_principal=args.max_held_per_principal,
+        hold_timeout=args.hold_timeout,
+    )
+    return proxy_server(backend, name=args.name or "mrtr-proxy")
+
+
+def forward_backend_stderr() -> None:
+    """Show a stdio backend's stderr lines (logged by the transport) prefixed `backend: `."""
+    log = logging.getLogger("mrtr.stdio.server")
+    if log.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("backend: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False

@@ -1,0 +1,274 @@
+"""The backend a proxy serves: how to reach it, and its sessions, supervised.
+
+A backend is a stdio command (started by the proxy) or a URL (Streamable HTTP or HTTP+SSE, of
+either era: whatever `mrtr.Client` speaks). Rules:
+
+1. The proxy keeps at most `sessions` backend sessions (for a stdio backend, one process
+   each), opened when first needed. A `tools/call` has a session to itself while it runs
+   (`BackendPool.lease`): a question the backend asks on that session (`elicitation/create`,
+   `sampling/createMessage`, `roots/list`) can only be for that call, since nothing on the
+   wire names the call a legacy server's request belongs to. Lists, reads, prompts and
+   completions share the first session and never wait for a lease.
+2. A session whose connection failed (the process exited, the connection closed) is closed
+   and opened again when next needed; a stdio backend that exited while idle is started
+   again before a request is sent, so that request does not fail. Reopening after a failure
+   waits a backoff that doubles from `BACKOFF_START` up to `BACKOFF_MAX` seconds, and starts
+   over once a session has lived `BACKOFF_RESET` seconds.
+3. A request in flight when its session fails gets `McpError(INTERNAL_ERROR)` naming the
+   backend and what happened; it is not sent again (a tool call may have had its effect).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shlex
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..client.client import Client
+from ..client.options import ClientOptions
+from ..protocol.errors import CONNECTION_CLOSED, INTERNAL_ERROR, McpError
+
+logger = logging.getLogger("mrtr.proxy")
+
+#: The first wait before reopening a failed session, in seconds; it doubles on each failure.
+BACKOFF_START = 0.25
+#: The longest wait before reopening a failed session.
+BACKOFF_MAX = 30.0
+#: A session that lived this long resets the backoff.
+BACKOFF_RESET = 30.0
+
+#: Builds the `Client` of one backend session (handlers given as keyword arguments).
+ClientFactory = Callable[..., Client]
+
+
+@dataclass(frozen=True)
+class BackendTarget:
+    """Where the backend is: a stdio `command` (with `args`, `env`, `cwd`) or a `url`, and
+    the `headers` and `options` of the client that talks to it."""
+
+    command: str | None = None
+    args: Sequence[str] = ()
+    url: str | None = None
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+    headers: Mapping[str, str] | None = None
+    options: ClientOptions | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(
+                "a backend is either a stdio command or a URL: give command=... "
+                "(e.g. 'npx', args=['-y', 'server']) or url='https://host/mcp', not both"
+            )
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"backend URL {self.url!r} must start with http:// or https://")
+
+    @classmethod
+    def parse(cls, words: Sequence[str]) -> BackendTarget:
+        """A target from a command line: one URL, or a command and its arguments."""
+        if not words:
+            raise ValueError("name a backend: a URL, or `-- COMMAND [ARG ...]`")
+        if len(words) == 1 and words[0].startswith(("http://", "https://")):
+            return cls(url=words[0])
+        return cls(command=words[0], args=tuple(words[1:]))
+
+    def describe(self) -> str:
+        """The backend as a person would name it."""
+        if self.url is not None:
+            return self.url
+        return shlex.join([self.command or "", *self.args])
+
+    def client(self, **handlers: Any) -> Client:
+        """A new, unconnected `Client` for one session of this backend."""
+        options = self.options or ClientOptions()
+        if self.url is not None:
+            return Client.http(self.url, headers=self.headers, options=options, **handlers)
+        assert self.command is not None
+        return Client.stdio(
+            self.command, self.args, env=self.env, cwd=self.cwd, options=options, **handlers
+        )
+
+
+class BackendSession:
+    """One session with the backend, opened when first used and reopened after a failure
+    (module rules 2 and 3)."""
+
+    def __init__(self, target: BackendTarget, backoff: Backoff) -> None:
+        self.target = target
+        #: The `Client` keyword arguments of its questions, logs and so on.
+        self.handlers: dict[str, Any] = {}
+        #: What the `tools/call` holding the lease does with the backend's questions, logs
+        #: and progress (`held.HeldCall`); None between calls.
+        self.holder: Any = None
+        self._backoff = backoff
+        self._client: Client | None = None
+        self._opened_at = 0.0
+        self._opening = asyncio.Lock()
+        #: Held while a `tools/call` runs on this session (module rule 1).
+        self.lease = asyncio.Lock()
+
+    async def client(self) -> Client:
+        """The session's connected `Client`, opening it (after the backoff) if needed; one
+        whose process exited while idle is replaced before anything is sent to it."""
+        client = self._client
+        if client is not None and _exited(client):
+            logger.warning("the backend %s exited; starting it again", self.target.describe())
+            await self.drop(client)
+            client = None
+        if client is not None:
+            return client
+        async with self._opening:
+            if self._client is not None:
+                return self._client
+            await self._backoff.wait()
+            client = self.target.client(**self.handlers)
+            try:
+                await client.connect()
+                if client.era is None:
+                    await client.ping()  # settle the era now, not in a caller's first call
+            except (McpError, OSError) as exc:
+                self._backoff.failed()
+                with contextlib.suppress(Exception):
+                    await client.close()
+                why = exc.message if isinstance(exc, McpError) else str(exc)
+                raise McpError(
+                    INTERNAL_ERROR,
+                    f"the proxy could not reach its backend {self.target.describe()}: {why}",
+                    {"backend": self.target.describe()},
+                ) from None
+            self._client = client
+            self._opened_at = time.monotonic()
+            return client
+
+    async def run(self, call: Callable[[Client], Awaitable[Any]]) -> Any:
+        """`call(client)` on this session; a failed connection is closed (to reopen later)
+        and becomes a clear error (rule 3)."""
+        client = await self.client()
+        try:
+            return await call(client)
+        except McpError as exc:
+            if exc.code != CONNECTION_CLOSED:
+                raise
+            await self.drop(client)
+            raise self._failure(exc) from None
+
+    async def drop(self, client: Client | None = None) -> None:
+        """Close the session's client (`client`, if still the current one)."""
+        current = self._client
+        if current is None or (client is not None and current is not client):
+            return
+        self._client = None
+        if time.monotonic() - self._opened_at >= BACKOFF_RESET:
+            self._backoff.reset()
+        self._backoff.failed()
+        with contextlib.suppress(Exception):
+            await current.close()
+
+    async def close(self) -> None:
+        """Close the session for good (the proxy stops)."""
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.close()
+
+    def _failure(self, exc: McpError) -> McpError:
+        return McpError(
+            INTERNAL_ERROR,
+            f"the proxy's backend {self.target.describe()} failed: {exc.message} "
+            "(the proxy restarts it; call again)",
+            {"backend": self.target.describe()},
+        )
+
+
+def _exited(client: Client) -> bool:
+    """Whether a stdio backend's process has exited (an HTTP backend has no process)."""
+    return getattr(client.transport, "returncode", None) is not None
+
+
+class Backoff:
+    """The wait before reopening a failed backend session (module rule 2)."""
+
+    def __init__(self) -> None:
+        self._delay = 0.0
+        self._failed_at = 0.0
+
+    def failed(self) -> None:
+        """Note one failure: the next open waits longer."""
+        self._delay = min(BACKOFF_MAX, max(BACKOFF_START, self._delay * 2))
+        self._failed_at = time.monotonic()
+
+    def reset(self) -> None:
+        """A session lived long enough: open the next one at once."""
+        self._delay = 0.0
+
+    async def wait(self) -> None:
+        """Sleep out what is left of the current backoff."""
+        left = self._failed_at + self._delay - time.monotonic()
+        if left > 0:
+            await asyncio.sleep(left)
+
+
+class BackendPool:
+    """The proxy's backend sessions (module rule 1): the first is shared by every request but
+    `tools/call`; each `tools/call` leases one to itself."""
+
+    def __init__(
+        self,
+        target: BackendTarget,
+        sessions: int,
+        make_handlers: Callable[[BackendSession], Mapping[str, Any]],
+    ) -> None:
+        if sessions < 1:
+            raise ValueError(f"a proxy needs at least 1 backend session, not {sessions}")
+        self.target = target
+        self._backoff = Backoff()
+        self._make_handlers = make_handlers
+        self._size = sessions
+        self._sessions: list[BackendSession] = []
+        self._free = asyncio.Condition()
+
+    def _open(self) -> BackendSession:
+        session = BackendSession(self.target, self._backoff)
+        # The handlers know their session, to find the call that holds it.
+        session.handlers = dict(self._make_handlers(session))
+        self._sessions.append(session)
+        return session
+
+    @property
+    def shared(self) -> BackendSession:
+        """The session lists, reads, prompts and completions use."""
+        return self._sessions[0] if self._sessions else self._open()
+
+    @contextlib.asynccontextmanager
+    async def lease(self) -> AsyncIterator[BackendSession]:
+        """A session to one `tools/call` alone, waiting for one to be free."""
+        async with self._free:
+            while True:
+                for session in self._sessions:
+                    if not session.lease.locked():
+                        break
+                else:
+                    if len(self._sessions) < self._size:
+                        session = self._open()
+                    else:
+                        await self._free.wait()
+                        continue
+                await session.lease.acquire()
+                break
+        try:
+            yield session
+        finally:
+            session.lease.release()
+            async with self._free:
+                self._free.notify()
+
+    async def close(self) -> None:
+        """Close every session."""
+        for session in self._sessions:
+            await session.close()
+        self._sessions.clear()

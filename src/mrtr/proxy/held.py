@@ -1,0 +1,298 @@
+"""Held calls: a proxied `tools/call` kept running on this instance between MRTR rounds.
+
+When the backend asks a question mid-call, the proxy cannot replay the call on the client's
+retry: that would call the backend's tool again (its side effect twice). So the backend call
+runs in a task of its own, held here, and the tool's handler (manual style) hands the
+backend's questions to the client as `inputRequests` and its answers back to the backend.
+Rules:
+
+1. The sealed `requestState` names the held call: `proxy:<instance>:<call id>:<step>`. The
+   instance id is random per process; a retry that reaches another instance is relayed to
+   this one (`relay.py`) or, without a shared broker, is -32602 saying so. A call no longer
+   held (it ended, timed out, the proxy restarted) is -32602 saying so and that the tool must
+   be called again. The backend call is never run again by a retry.
+2. Each round the client is asked moves the call one step on. The answers of step N are
+   applied once: a retry carrying step N after they were applied is -32602 ("already
+   answered"), and its answers go nowhere. An answer missing from a retry is asked again.
+3. Calls held at once are bounded per principal (the token's subject, else its client id,
+   else the legacy session, else "anonymous") and in all; past either a new call is refused
+   with -32603 naming the limit. A call waiting for the client longer than `hold_timeout`
+   seconds is cancelled (the backend is told by the client's `notifications/cancelled`) and
+   forgotten.
+4. A question the client did not declare it can answer is refused to the backend (-32601)
+   rather than put to the client; the call goes on with the backend's reaction.
+5. The round's request being cancelled (the client gave up, or its connection closed)
+   cancels the backend call.
+6. On a legacy session the client is asked live, within the one request (`ctx.ask`): no
+   `requestState`, no hold between requests; a question the client fails to answer ends
+   the request, and the backend call with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import BaseModel
+
+from ..inputs import ELICITATION_CREATE, InputRequest, InputRequiredResult
+from ..protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, McpError, invalid_params
+
+if TYPE_CHECKING:
+    from ..server.context import RequestContext
+
+#: What marks a `requestState` as the proxy's own.
+STATE_PREFIX = "proxy:"
+
+
+def principal_of(ctx: RequestContext) -> str:
+    """Whose calls these are, for the per-principal bound (rule 3)."""
+    token = ctx.auth
+    if token is not None and (token.subject or token.client_id):
+        return f"token:{token.subject or token.client_id}"
+    if ctx.session is not None:
+        return f"session:{id(ctx.session)}"
+    return "anonymous"
+
+
+class Supports(Protocol):
+    """Whether the client declared what a question of `method` needs."""
+
+    def __call__(self, method: str, *, url_mode: bool = False) -> bool: ...
+
+
+def parse_state(state: str) -> tuple[str, str, int]:
+    """`(instance, call id, step)` of a held call's `requestState` plaintext (rule 1)."""
+    try:
+        _, instance, call_id, step_text = state.split(":")
+        return instance, call_id, int(step_text)
+    except ValueError:
+        raise invalid_params("requestState does not name a proxied call") from None
+
+
+class HeldCall:
+    """One backend `tools/call` in flight, and the questions it waits on."""
+
+    def __init__(self, call_id: str, principal: str, tool: str) -> None:
+        self.id = call_id
+        self.principal = principal
+        self.tool = tool
+        #: The round being served: where the backend's logs and progress go.
+        self.ctx: RequestContext | None = None
+        #: Moves on each time the client is asked (rule 2).
+        self.step = 0
+        #: Questions the backend asked that the client has not been shown yet.
+        self.new: dict[str, tuple[str, dict[str, Any], asyncio.Future[Any]]] = {}
+        #: Questions shown to the client in the current step, awaiting its answers.
+        self.asked: dict[str, tuple[str, dict[str, Any], asyncio.Future[Any]]] = {}
+        self.changed = asyncio.Event()
+        self.task: asyncio.Task[Any] | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self._keys = itertools.count(1)
+
+    async def ask(self, method: str, params: dict[str, Any]) -> Any:
+        """The backend asks (from the backend client's handlers): wait for the client."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.new[f"{method.split('/')[0]}-{next(self._keys)}"] = (method, params, future)
+        self.changed.set()
+        return await future
+
+    def cancel(self) -> None:
+        """Stop the backend call and every wait of it."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+        for _, _, future in [*self.new.values(), *self.asked.values()]:
+            if not future.done():
+                future.cancel()
+
+
+class HeldCalls:
+    """The calls this instance holds (rules 1 to 3)."""
+
+    def __init__(self, max_held: int, max_per_principal: int, hold_timeout: float) -> None:
+        if max_held < 1 or max_per_principal < 1:
+            raise ValueError("max_held and max_held_per_principal must be at least 1")
+        if hold_timeout <= 0:
+            raise ValueError(f"hold_timeout must be positive seconds, not {hold_timeout!r}")
+        self.instance = secrets.token_hex(6)
+        self.max_held = max_held
+        self.max_per_principal = max_per_principal
+        self.hold_timeout = hold_timeout
+        self.calls: dict[str, HeldCall] = {}
+
+    def owns(self, state: str | None) -> bool:
+        """Whether `state` (a verified `ctx.request_state`) is a held call's."""
+        return state is not None and state.startswith(STATE_PREFIX)
+
+    def state(self, held: HeldCall) -> str:
+        """The `requestState` plaintext naming `held` at its current step (rule 1)."""
+        return f"{STATE_PREFIX}{self.instance}:{held.id}:{held.step}"
+
+    def start(
+        self, ctx: RequestContext, tool: str, run: Callable[[HeldCall], Awaitable[Any]]
+    ) -> HeldCall:
+        """Hold a new call of `tool` and start `run(held)` (the backend call) in a task."""
+        principal = principal_of(ctx)
+        if len(self.calls) >= self.max_held:
+            raise McpError(
+                INTERNAL_ERROR,
+                f"the proxy holds {self.max_held} calls already (max_held): try again later",
+            )
+        mine = sum(1 for held in self.calls.values() if held.principal == principal)
+        if mine >= self.max_per_principal:
+            raise McpError(
+                INTERNAL_ERROR,
+                f"you have {mine} proxied calls in flight already "
+                f"(max_held_per_principal {self.max_per_principal}): finish one first",
+            )
+        held = HeldCall(secrets.token_urlsafe(12), principal, tool)
+        self.calls[held.id] = held
+        held.task = asyncio.ensure_future(run(held))
+        held.task.add_done_callback(lambda _: held.changed.set())
+        return held
+
+    def resume(
+        self, call_id: str, step: int, principal: str, responses: Mapping[str, Any]
+    ) -> HeldCall:
+        """The held call `call_id`, this step's answers in `responses` applied (rules 1, 2)."""
+        held = self.calls.get(call_id)
+        if held is None:
+            raise invalid_params(
+                "the proxied call this retry continues is no longer held (it ended, or "
+                f"waited longer than hold_timeout, {self.hold_timeout:g} s): call the tool again"
+            )
+        if held.principal != principal:
+            raise invalid_params("the proxied call this retry continues is not yours")
+        if step != held.step or not held.asked:
+            raise invalid_params(
+                f"the answers of round {step} of this proxied call were already applied; "
+                "an answer is not applied twice"
+            )
+        for key in list(held.asked):
+            if key in responses:
+                _, _, future = held.asked.pop(key)
+                if not future.done():
+                    future.set_result(responses[key])
+        if not held.asked and held.timer is not None:
+            held.timer.cancel()
+            held.timer = None
+        return held
+
+    async def outcome(self, held: HeldCall, ctx: RequestContext) -> Any:
+        """Serve one round of `held`: its result, or the client's next questions (asked live
+        on a legacy session, within this round)."""
+        held.ctx = ctx
+        live = ctx.session is not None
+        try:
+            while True:
+                task = held.task
+                assert task is not None
+                if task.done():
+                    self._forget(held)
+                    return task.result()
+                self._refuse_unsupported(held, ctx.client_supports)
+                if held.new or held.asked:
+                    if not live:
+                        return self._ask(held)
+                    await self._ask_live(held, ctx)
+                    continue
+                held.changed.clear()
+                await held.changed.wait()
+        except BaseException:
+            # Rule 5, and a live question that failed: nobody is left to hear the result.
+            self._forget(held)
+            raise
+
+    async def advance(self, held: HeldCall, supports: Supports) -> Any:
+        """Run `held` on, for a round served by another instance (`relay.py`): its result,
+        or its next questions; the call is forgotten when it ends or fails."""
+        held.ctx = None  # its logs and progress have no stream here
+        try:
+            while True:
+                task = held.task
+                assert task is not None
+                if task.done():
+                    self._forget(held)
+                    return task.result()
+                self._refuse_unsupported(held, supports)
+                if held.new or held.asked:
+                    return self._ask(held)
+                held.changed.clear()
+                await held.changed.wait()
+        except BaseException:
+            self._forget(held)
+            raise
+
+    async def _ask_live(self, held: HeldCall, ctx: RequestContext) -> None:
+        """Ask a legacy session's client the new questions now, and hand the backend its
+        answers (a failure to ask ends the round, and with it the backend call)."""
+        questions = dict(held.new)
+        held.new.clear()
+        answers = await ctx.ask(
+            {
+                key: InputRequest(method=method, params=params)
+                for key, (method, params, _) in questions.items()
+            }
+        )
+        for key, (_, _, future) in questions.items():
+            value = answers[key]
+            if isinstance(value, BaseModel):
+                value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if not future.done():
+                future.set_result(value)
+
+    def _refuse_unsupported(self, held: HeldCall, supports: Supports) -> None:
+        for key, (method, params, future) in list(held.new.items()):
+            url_mode = method == ELICITATION_CREATE and params.get("mode") == "url"
+            if not supports(method, url_mode=url_mode):
+                del held.new[key]
+                if not future.done():
+                    future.set_exception(
+                        McpError(
+                            METHOD_NOT_FOUND,
+                            f"the proxy's client cannot answer {method} "
+                            "(it did not declare the capability)",
+                        )
+                    )
+
+    def _ask(self, held: HeldCall) -> InputRequiredResult:
+        held.ctx = None  # the round ends: until the retry, nobody hears logs or progress
+        if held.new:
+            held.step += 1
+            held.asked.update(held.new)
+            held.new.clear()
+        if held.timer is None:
+            loop = asyncio.get_running_loop()
+            held.timer = loop.call_later(self.hold_timeout, self._expire, held)
+        return InputRequiredResult(
+            input_requests={
+                key: InputRequest(method=method, params=params)
+                for key, (method, params, _) in held.asked.items()
+            },
+            request_state=self.state(held),
+        )
+
+    def _expire(self, held: HeldCall) -> None:
+        held.timer = None
+        self._forget(held)
+
+    def _forget(self, held: HeldCall) -> None:
+        held.cancel()
+        self.calls.pop(held.id, None)
+
+    async def close(self) -> None:
+        """Cancel every held call and wait for their tasks to end (the proxy stops)."""
+        calls = list(self.calls.values())
+        for held in calls:
+            self._forget(held)
+        for held in calls:
+            if held.task is not None:
+                with contextlib.suppress(BaseException):
+                    await held.task

@@ -1,0 +1,195 @@
+"""The relay: a retry that reached one proxy instance, carried to the instance holding its call.
+
+A held call lives in one process (`held.py`). Instances sharing a store and a broker
+(`MRTR_STORE_URL`, or `ServerOptions.store` and `broker`) carry a round to it. Rules:
+
+1. Instance B, given a retry whose `requestState` names instance A, writes the retry's
+   answers, its caller and the caller's capabilities in the store under the round
+   (`mrtr/proxy/<call>/<step>/ask`, set if absent) and signals A on A's channel
+   (`mrtr/proxy/<A>`). A re-sent retry finds the round already forwarded and waits for the
+   same outcome.
+2. A takes the round once (`.../taken`, set if absent, renewed every `CLAIM_TTL` / 3 seconds
+   while it works), applies the answers to its held call, runs the call to its result or its
+   next questions, writes that outcome (`.../outcome`) and signals B. An error (the call is no
+   longer held, its answers were applied already, the backend failed) is an outcome too.
+3. B waits for the outcome, looking at the store with a backoff and woken by A's signal. If
+   nobody took the round within `TAKE_TIMEOUT` seconds, or the claim lapsed without an
+   outcome (A stopped: a kill -9 included), B answers -32603 saying the instance holding the
+   call is gone and to call the tool again. Nothing is run again: the backend call died with A.
+4. The round's logs and progress stay on A, which has no stream to the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..inputs import InputRequest, InputRequiredResult
+from ..protocol.errors import INTERNAL_ERROR, McpError
+from ..protocol.types import CallToolResult
+from ..server.context import supports
+from .held import HeldCalls, principal_of
+
+if TYPE_CHECKING:
+    from ..server.context import RequestContext
+    from ..server.store import Broker, Store
+
+logger = logging.getLogger("mrtr.proxy")
+
+#: Seconds a forwarded round may wait for the holding instance to take it.
+TAKE_TIMEOUT = 5.0
+#: Seconds a taken round's claim lives unless renewed (the holder renews it while it works).
+CLAIM_TTL = 3.0
+#: The longest pause between two looks at the store for an outcome.
+MAX_POLL = 0.5
+
+
+def channel(instance: str) -> str:
+    """The broker channel an instance hears its relayed rounds on."""
+    return f"mrtr/proxy/{instance}"
+
+
+class Relay:
+    """Forwards retries to the instances holding their calls, and serves those forwarded
+    here (module rules)."""
+
+    def __init__(self, held: HeldCalls, store: Store, broker: Broker) -> None:
+        self.held = held
+        self.store = store
+        self.broker = broker
+        self._ttl = held.hold_timeout + 60.0
+        self._waiting: dict[str, asyncio.Event] = {}
+        self._serving: set[asyncio.Task[None]] = set()
+        self._unsubscribe: Any = None
+
+    async def start(self) -> None:
+        """Listen on this instance's channel."""
+        self._unsubscribe = await self.broker.subscribe(channel(self.held.instance), self._heard)
+
+    async def stop(self) -> None:
+        """Stop listening, and stop serving forwarded rounds."""
+        if self._unsubscribe is not None:
+            await self._unsubscribe()
+            self._unsubscribe = None
+        for task in list(self._serving):
+            task.cancel()
+        for task in list(self._serving):
+            with contextlib.suppress(BaseException):
+                await task
+
+    def _heard(self, message: bytes) -> None:
+        kind, _, key = message.decode(errors="replace").partition(" ")
+        if kind == "serve":
+            task = asyncio.ensure_future(self._serve(key))
+            self._serving.add(task)
+            task.add_done_callback(self._serving.discard)
+        elif kind == "done" and key in self._waiting:
+            self._waiting[key].set()
+
+    # --- on the instance the retry reached (rules 1 and 3) -----------------------------------
+
+    async def forward(self, ctx: RequestContext, instance: str, call_id: str, step: int) -> Any:
+        """Serve a retry for the call `instance` holds; its result, questions or error."""
+        key = f"mrtr/proxy/{call_id}/{step}"
+        ask = {
+            "from": self.held.instance,
+            "principal": principal_of(ctx),
+            "responses": ctx.input_responses,
+            "capabilities": ctx.client_capabilities,
+        }
+        woken = self._waiting[key] = asyncio.Event()
+        try:
+            if await self.store.add(f"{key}/ask", json.dumps(ask).encode(), self._ttl):
+                self.broker.publish(channel(instance), f"serve {key}".encode())
+            outcome = await self._outcome(key, woken)
+        finally:
+            self._waiting.pop(key, None)
+        return _decoded(outcome)
+
+    async def _outcome(self, key: str, woken: asyncio.Event) -> dict[str, Any]:
+        started = time.monotonic()
+        taken_seen = False
+        pause = 0.02
+        while True:
+            raw = await self.store.get(f"{key}/outcome")
+            if raw is not None:
+                outcome: dict[str, Any] = json.loads(raw)
+                return outcome
+            if await self.store.get(f"{key}/taken") is not None:
+                taken_seen = True
+            elif taken_seen or time.monotonic() - started > TAKE_TIMEOUT:
+                raise McpError(
+                    INTERNAL_ERROR,
+                    "the proxy instance holding this call's backend call is gone (it stopped "
+                    "before answering): call the tool again",
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(woken.wait(), pause)
+            woken.clear()
+            pause = min(MAX_POLL, pause * 2)
+
+    # --- on the instance holding the call (rule 2) -------------------------------------------
+
+    async def _serve(self, key: str) -> None:
+        _, _, call_id, step_text = key.split("/")
+        claim = f"{key}/taken"
+        if not await self.store.add(claim, self.held.instance.encode(), CLAIM_TTL):
+            return  # taken already
+        renew = asyncio.ensure_future(self._renew(claim))
+        try:
+            raw = await self.store.get(f"{key}/ask")
+            ask = json.loads(raw) if raw is not None else {}
+            try:
+                held = self.held.resume(
+                    call_id, int(step_text), ask.get("principal", ""), ask.get("responses", {})
+                )
+                check = functools.partial(supports, ask.get("capabilities") or {})
+                outcome = _encoded(await self.held.advance(held, check))
+            except McpError as exc:
+                outcome = {"error": exc.to_error()}
+            except Exception:
+                logger.exception("serving a relayed round of %s failed", call_id)
+                outcome = {"error": {"code": INTERNAL_ERROR, "message": "the proxied call failed"}}
+            await self.store.set(f"{key}/outcome", json.dumps(outcome).encode(), self._ttl)
+            sender = ask.get("from")
+            if isinstance(sender, str):
+                self.broker.publish(channel(sender), f"done {key}".encode())
+        finally:
+            renew.cancel()
+
+    async def _renew(self, claim: str) -> None:
+        while True:
+            await asyncio.sleep(CLAIM_TTL / 3)
+            await self.store.set(claim, self.held.instance.encode(), CLAIM_TTL)
+
+
+def _encoded(value: Any) -> dict[str, Any]:
+    """A round's outcome as the store keeps it."""
+    if isinstance(value, InputRequiredResult):
+        requests = value.input_requests or {}
+        return {
+            "questions": {k: r.model_dump(mode="json") for k, r in requests.items()},
+            "state": value.request_state,
+        }
+    if isinstance(value, CallToolResult):
+        return {"result": value.to_wire()}
+    raise TypeError(f"a held call ended with {type(value).__name__}")
+
+
+def _decoded(outcome: dict[str, Any]) -> Any:
+    """What the handler returns (or raises) for a relayed round's `outcome`."""
+    if "error" in outcome:
+        raise McpError.from_error(outcome["error"])
+    if "questions" in outcome:
+        return InputRequiredResult(
+            input_requests={
+                k: InputRequest.model_validate(r) for k, r in outcome["questions"].items()
+            },
+            request_state=outcome["state"],
+        )
+    return CallToolResult.model_validate(outcome["result"])
