@@ -344,7 +344,16 @@ class MemoryStore:
             grows, size = 1, ENTRY_OVERHEAD + len(key) + len(value)
         else:
             grows, size = 0, len(value) - len(old[0])
-        if (size > 0 or grows) and not self._make_room(key, grows, size, now):
+        # `_fits` written out: nearly every write fits, and this is every record's path.
+        if (
+            (size > 0 or grows)
+            and not (
+                len(entries) + grows <= self.max_entries
+                and self.bytes + size
+                <= (self.max_bytes - self.reserve_bytes if grows else self.max_bytes)
+            )
+            and not self._make_room(key, grows, size, now)
+        ):
             if not cache:
                 self._refuse()
             self._drop(key)  # a cache that does not fit is simply not kept
@@ -364,8 +373,10 @@ class MemoryStore:
 
     async def add(self, key: str, value: bytes, ttl: float) -> bool:
         """See `Store.add`."""
+        if not 0 < ttl < math.inf:  # `_check_ttl`, written out: every claim's path
+            _check_ttl(ttl)
         now = self._clock()
-        expires_at = now + _check_ttl(ttl)
+        expires_at = now + ttl
         entry = self._entries.get(key)
         if entry is not None:
             if entry[1] > now:
@@ -383,8 +394,10 @@ class MemoryStore:
 
     async def set(self, key: str, value: bytes, ttl: float) -> None:
         """See `Store.set`."""
+        if not 0 < ttl < math.inf:  # `_check_ttl`, written out: every outcome's path
+            _check_ttl(ttl)
         now = self._clock()
-        expires_at = now + _check_ttl(ttl)
+        expires_at = now + ttl
         entry = self._entries.get(key)
         if entry is not None and entry[1] <= now:
             self._drop(key)

@@ -356,12 +356,14 @@ class Round:
                     f"{ctx.method} {self.target!r}: arguments cannot be bound to a "
                     f"requestState: {exc}"
                 ) from None
+            # Positional (method, target, arguments digest, audience, principal): no keywords
+            # to match on every round.
             self._binding = StateBinding(
-                method=ctx.method,
-                target=self.target,
-                arguments_digest=digest,
-                audience=self.keeper.audience,
-                principal=resolver(ctx.transport_info) if resolver is not None else None,
+                ctx.method,
+                self.target,
+                digest,
+                self.keeper.audience,
+                resolver(ctx.transport_info) if resolver is not None else None,
             )
         return self._binding
 
