@@ -186,3 +186,10 @@ async def test_a_collision_a_later_change_brings_is_logged_and_left_out(
         assert text(own) == "the hub's own"
         beside = await client.call_tool("be_beside", {})
         assert text(beside) == "I am beside"
+
+
+def test_what_cannot_be_mounted_is_refused_naming_what_can() -> None:
+    with pytest.raises(TypeError, match="cannot mount str: give an mrtr Server, a Client"):
+        Server("hub").mount("x", "http://127.0.0.1:1/mcp")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="a backend given as a Client has one session"):
+        ProxyBackend(Client.http("http://127.0.0.1:1/mcp"), sessions=2)

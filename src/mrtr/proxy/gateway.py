@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 from ..client.client import Client
+from ..protocol.errors import McpError
 from ..server.options import ServerOptions
 from ..server.server import Server
 from .backend import BackendTarget
@@ -26,6 +28,8 @@ from .follow import follow
 from .mirror import Mirror
 from .proxy import ProxyBackend
 from .relay import Relay
+
+logger = logging.getLogger("mrtr.proxy")
 
 
 def proxy_server(
@@ -94,7 +98,11 @@ def proxy_server(
 async def _identify(server: Server, backend: ProxyBackend, name: str | None) -> None:
     """Tell `server`'s clients the backend's identity: its `serverInfo` (with `name`, when
     given) and `instructions`; what the backend does not tell stays the proxy's own."""
-    info, instructions = await backend.identity()
+    try:
+        info, instructions = await backend.identity()
+    except McpError as exc:
+        logger.warning("the backend did not tell who it is (%s): the proxy tells its own", exc)
+        return
     info = info or server.info
     if name is not None:
         info = info.model_copy(update={"name": name})

@@ -148,15 +148,23 @@ def _nobody(_: str) -> None:
     """What a change is told to before the mount watches."""
 
 
-def as_mountable(other: Any) -> Mountable:
+def as_mountable(other: ProxyBackend | Client | Mountable) -> Mountable:
     """`other` as `Server.mount` takes it: a `ProxyBackend` or a `Client` (the backend of
-    one) as a `MountedBackend`, anything else as it is (a `Mountable`)."""
+    one) as a `MountedBackend`, a `Mountable` as it is; a `TypeError` for anything else."""
     if isinstance(other, Client):
         other = ProxyBackend(other)
     if isinstance(other, ProxyBackend):
         return MountedBackend(other)
-    result: Mountable = other
-    return result
+    if not all(callable(getattr(other, name, None)) for name in _MOUNTABLE):
+        raise TypeError(
+            f"cannot mount {type(other).__name__}: give an mrtr Server, a Client, a "
+            "mrtr.proxy.ProxyBackend, or a mrtr.server.mount.Mountable"
+        )
+    return other
+
+
+#: The methods a `Mountable` has.
+_MOUNTABLE = ("listing", "watch", "running", "tool_scopes", "request")
 
 
 __all__ = ["MountedBackend", "as_mountable"]

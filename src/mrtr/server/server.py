@@ -256,7 +256,7 @@ class Server:
     # --- lifespan, middleware and entry ------------------------------------------------------
 
     def identify(self, info: Implementation, instructions: str | None) -> None:
-        """Tell clients from now on that this server is `info`, used as `instructions` say."""
+        """Tell clients from now on that it is `info`, with `instructions` (`name` stays)."""
         _identify(self, self._entry, info, instructions)
 
     @property
@@ -385,9 +385,9 @@ def _mountable(other: Server | Client | ProxyBackend | Mountable) -> Mountable:
 
 
 def _identify(server: Server, entry: Entry, info: Implementation, instructions: str | None) -> None:
-    """What `Server.identify` does: the attributes, and what each era's answers tell."""
-    server.info, server.name, server.version = info, info.name, info.version
-    server.instructions = instructions
+    """What `Server.identify` does: the attributes, and what each era's answers tell. Its
+    `name` stays: it names the server's shared channels and keys, which must not move."""
+    server.info, server.instructions = info, instructions
     entry.modern.server_info, entry.modern.instructions = info.to_wire(), instructions
     entry.legacy.info, entry.legacy.instructions = info, instructions
 
