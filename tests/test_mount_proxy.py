@@ -25,6 +25,7 @@ from interop.peers import NODE, npm_package
 from loopback_process import free_port, listening
 from mrtr import Client, ClientOptions, ElicitResult, Server
 from mrtr.client.options import RoundInfo
+from mrtr.protocol.errors import McpError
 from mrtr.proxy import ProxyBackend
 
 pytestmark = pytest.mark.timeout(240)
@@ -193,3 +194,29 @@ def test_what_cannot_be_mounted_is_refused_naming_what_can() -> None:
         Server("hub").mount("x", "http://127.0.0.1:1/mcp")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="a backend given as a Client has one session"):
         ProxyBackend(Client.http("http://127.0.0.1:1/mcp"), sessions=2)
+
+
+async def test_a_client_connected_by_its_owner_is_left_open_and_serves_each_run(
+    backend_url: str,
+) -> None:
+    async with Client.http(backend_url) as backend:
+        hub = Server("hub")
+        hub.mount("be", backend)
+        for _ in range(2):  # the hub started twice: the same connection serves both runs
+            async with hub.running(), User().in_memory(hub, "modern") as client:
+                ordered = await client.call_tool("be_order", {"item": "cup"})
+                assert text(ordered) == "large cup: ordered"
+        assert backend.connected
+        assert "order started" in text(await backend.call_tool("calls", {}))
+
+
+async def test_a_client_the_outer_server_connected_is_closed_with_it(backend_url: str) -> None:
+    backend = Client.http(backend_url)
+    hub = Server("hub")
+    hub.mount("be", backend)
+    async with hub.running():
+        assert backend.connected
+    assert not backend.connected
+    with pytest.raises(McpError, match=r"is closed .* give a new Client, or a ProxyBackend"):
+        async with hub.running():
+            pass

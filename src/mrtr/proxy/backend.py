@@ -101,8 +101,9 @@ class ClientTarget:
     The backend's questions are routed through its elicitation, sampling and roots handlers,
     which are replaced by the proxy's (a legacy server hears the capabilities the client
     declares when it connects: give it an unconnected client). A client the proxy connects is
-    closed when the proxy stops; one connected already is its owner's to close. A failed
-    connection is not opened again: the client is gone, and every later request says so.
+    closed when the proxy stops; one connected already is its owner's to close. A closed one
+    (its connection failed, or the proxy closed it) is not opened again: every later request
+    says so.
     """
 
     def __init__(self, client: Client) -> None:
@@ -122,12 +123,14 @@ class ClientTarget:
         return f"the server of {type(transport).__name__}"
 
     def client(self, **handlers: Any) -> Client:
-        """The given client, its handlers the proxy's; once only (see the class)."""
-        if self._handed:
+        """The given client, its handlers the proxy's, while it is not closed (see the
+        class)."""
+        if self._handed and not self.given.connected:
             raise McpError(
                 INTERNAL_ERROR,
-                f"the connection of the client to {self.describe()} closed, and the proxy "
-                "does not reopen a client made elsewhere: mount a new one, or a BackendTarget",
+                f"the client to {self.describe()} is closed (its connection failed, or the "
+                "server it served stopped), and a client made elsewhere is not opened again: "
+                "give a new Client, or a ProxyBackend of a command or URL, which reopens",
                 {"backend": self.describe()},
             )
         self._handed = True
