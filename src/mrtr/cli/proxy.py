@@ -40,7 +40,7 @@ class ProxyUsageError(Exception):
 def add_proxy_options(parser: argparse.ArgumentParser) -> None:
     """The backend's options, beside the serving ones."""
     group = parser.add_argument_group("the backend")
-    group.add_argument("--name", help="the name clients are told (default mrtr-proxy)")
+    group.add_argument("--name", help="the name clients are told (default: the backend's)")
     group.add_argument(
         "--header",
         action="append",
@@ -107,7 +107,7 @@ def proxy_from_args(args: argparse.Namespace, command: list[str]) -> Server:
         max_held_per_principal=args.max_held_per_principal,
         hold_timeout=args.hold_timeout,
     )
-    return proxy_server(backend, name=args.name or "mrtr-proxy")
+    return proxy_server(backend, name=args.name)
 
 
 def forward_backend_stderr() -> None:

@@ -266,6 +266,11 @@ class Client:
         inbound = self._inbound
         await self._connection.open(inbound.on_notification, inbound.on_request)
 
+    @property
+    def connected(self) -> bool:
+        """Whether the transport is open: `connect` ran, and `close` did not since."""
+        return self._connection.connected
+
     async def close(self) -> None:
         """Close the transport (the context manager does this), ending a legacy session."""
         if self._connection.connected:

@@ -1,7 +1,8 @@
 """The backend a proxy serves: how to reach it, and its sessions, supervised.
 
 A backend is a stdio command (started by the proxy) or a URL (Streamable HTTP or HTTP+SSE, of
-either era: whatever `mrtr.Client` speaks). Rules:
+either era: whatever `mrtr.Client` speaks), or a `Client` made elsewhere (`ClientTarget`).
+Rules:
 
 1. The proxy keeps at most `sessions` backend sessions (for a stdio backend, one process
    each), opened when first needed. A `tools/call` has a session to itself while it runs
@@ -94,11 +95,63 @@ class BackendTarget:
         )
 
 
+class ClientTarget:
+    """A `Client` made elsewhere, as a backend of one session (`sessions=1`).
+
+    The backend's questions are routed through its elicitation, sampling and roots handlers,
+    which are replaced by the proxy's (a legacy server hears the capabilities the client
+    declares when it connects: give it an unconnected client). A client the proxy connects is
+    closed when the proxy stops; one connected already is its owner's to close. A closed one
+    (its connection failed, or the proxy closed it) is not opened again: every later request
+    says so.
+    """
+
+    def __init__(self, client: Client) -> None:
+        self.given = client
+        #: Whether the proxy connects it, and so closes it.
+        self.owned = not client.connected
+        self._handed = False
+
+    def describe(self) -> str:
+        """The backend as a person would name it: the client's URL or command."""
+        transport = self.given.transport
+        url, command = getattr(transport, "url", None), getattr(transport, "command", None)
+        if url is not None:
+            return str(url)
+        if isinstance(command, str):
+            return shlex.join([command, *getattr(transport, "args", ())])
+        return f"the server of {type(transport).__name__}"
+
+    def client(self, **handlers: Any) -> Client:
+        """The given client, its handlers the proxy's, while it is not closed (see the
+        class)."""
+        if self._handed and not self.given.connected:
+            raise McpError(
+                INTERNAL_ERROR,
+                f"the client to {self.describe()} is closed (its connection failed, or the "
+                "server it served stopped), and a client made elsewhere is not opened again: "
+                "give a new Client, or a ProxyBackend of a command or URL, which reopens",
+                {"backend": self.describe()},
+            )
+        self._handed = True
+        client = self.given
+        client.set_elicitation_handler(
+            handlers["elicitation_handler"], modes=handlers["elicitation_modes"]
+        )
+        client.set_sampling_handler(handlers["sampling_handler"])
+        client.set_roots_handler(handlers["roots_handler"])
+        return client
+
+
+#: What a backend session reaches: a stdio command or URL, or a client made elsewhere.
+Target = BackendTarget | ClientTarget
+
+
 class BackendSession:
     """One session with the backend, opened when first used and reopened after a failure
     (module rules 2 and 3)."""
 
-    def __init__(self, target: BackendTarget, backoff: Backoff) -> None:
+    def __init__(self, target: Target, backoff: Backoff) -> None:
         self.target = target
         #: The `Client` keyword arguments of its questions, logs and so on.
         self.handlers: dict[str, Any] = {}
@@ -172,6 +225,8 @@ class BackendSession:
     async def close(self) -> None:
         """Close the session for good (the proxy stops)."""
         client, self._client = self._client, None
+        if isinstance(self.target, ClientTarget) and not self.target.owned:
+            return  # its owner closes it
         if client is not None:
             with contextlib.suppress(Exception):
                 await client.close()
@@ -219,12 +274,17 @@ class BackendPool:
 
     def __init__(
         self,
-        target: BackendTarget,
+        target: Target,
         sessions: int,
         make_handlers: Callable[[BackendSession], Mapping[str, Any]],
     ) -> None:
         if sessions < 1:
             raise ValueError(f"a proxy needs at least 1 backend session, not {sessions}")
+        if isinstance(target, ClientTarget) and sessions != 1:
+            raise ValueError(
+                f"a backend given as a Client has one session, not {sessions}: give "
+                "sessions=1, or a BackendTarget (a command or URL) the proxy opens sessions of"
+            )
         self.target = target
         self._backoff = Backoff()
         self._make_handlers = make_handlers

@@ -1,10 +1,12 @@
 """`proxy_server`: a `Server` that serves a backend MCP server to clients of both eras.
 
-While the server runs (its lifespan), the backend is started, its lists are mirrored
-(`mirror.py`) and a watch on its changes keeps them in line: a backend's `list_changed`
-becomes a re-read of that list (and the proxy's own `list_changed` to its clients), and a
-backend's `resources/updated` the proxy's. When the server stops, held calls are cancelled
-and the backend is closed (a stdio backend is stopped). With a store and a broker shared by
+While the server runs (its lifespan), the backend is started, the server tells its clients
+the backend's identity (its `serverInfo`, its name replaced by `name` when one is given, and
+its `instructions`), its lists are mirrored (`mirror.py`) and a watch on its changes keeps
+them in line (`follow.py`): a backend's `list_changed` becomes a re-read of that list (and
+the proxy's own `list_changed` to its clients), and a backend's `resources/updated` the
+proxy's. When the server stops, held calls are cancelled and the backend is closed (a stdio
+backend is stopped). With a store and a broker shared by
 several instances, rounds of a held call that reach another instance are relayed to the one
 holding it (`relay.py`).
 """
@@ -17,31 +19,29 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+from ..client.client import Client
 from ..protocol.errors import McpError
 from ..server.options import ServerOptions
 from ..server.server import Server
 from .backend import BackendTarget
+from .follow import follow
 from .mirror import Mirror
 from .proxy import ProxyBackend
 from .relay import Relay
 
 logger = logging.getLogger("mrtr.proxy")
 
-#: Which lists each change the backend announces re-reads.
-_CHANGED = {"tools": ("tools",), "prompts": ("prompts",), "resources": ("resources", "templates")}
-#: The most resources whose updates the proxy follows on the backend.
-MAX_FOLLOWED = 100
-
 
 def proxy_server(
-    backend: ProxyBackend | BackendTarget | str | list[str],
+    backend: ProxyBackend | BackendTarget | Client | str | list[str],
     *,
-    name: str = "mrtr-proxy",
+    name: str | None = None,
     options: ServerOptions | None = None,
     **backend_options: Any,
 ) -> Server:
     """A `Server` serving `backend` (a `ProxyBackend`, or what `ProxyBackend` takes, with
-    `backend_options` for it); serve it like any other (`run()`, `asgi_app()`)."""
+    `backend_options` for it); serve it like any other (`run()`, `asgi_app()`). Its clients
+    are told the backend's name (or `name`), version and instructions once it has started."""
     if not isinstance(backend, ProxyBackend):
         backend = ProxyBackend(backend, **backend_options)
     elif backend_options:
@@ -55,9 +55,29 @@ def proxy_server(
         watch: asyncio.Task[None] | None = None
         store, broker = server.options.store, server.options.broker
         relay = None if store is None or broker is None else Relay(proxied.held, store, broker)
-        try:
+
+        async def reopened() -> None:  # the backend started again: it may be another one now
+            await _identify(server, proxied, name)
             await mirror.sync()
-            watch = asyncio.ensure_future(_watch(server, mirror))
+
+        notify = {
+            "tools": server.notify_tools_changed,
+            "prompts": server.notify_prompts_changed,
+            "resources": server.notify_resources_changed,
+        }
+        try:
+            await _identify(server, proxied, name)
+            await mirror.sync()
+            watch = asyncio.ensure_future(
+                follow(
+                    proxied,
+                    resync=lambda kinds: mirror.sync(*kinds),
+                    announce=lambda kind: notify[kind](),
+                    updated=server.notify_resource_updated,
+                    resources=lambda: list(mirror.known["resources"]),
+                    reopened=reopened,
+                )
+            )
             if relay is not None:
                 await relay.start()
                 proxied.relay = relay
@@ -72,44 +92,18 @@ def proxy_server(
                     await watch
             await proxied.close()
 
-    return Server(name, options=options, lifespan=lifespan)
+    return Server(name or "mrtr-proxy", options=options, lifespan=lifespan)
 
 
-async def _watch(server: Server, mirror: Mirror) -> None:
-    """Follow the backend's changes until cancelled; a failed watch starts again.
-
-    A list change re-reads that list: a different list makes the server tell its clients,
-    and an unchanged one is passed on as it came. Updates are followed for the backend's
-    resources (the first `MAX_FOLLOWED`); a change of the resource list follows the new ones.
-    """
-    notify = {
-        "tools": server.notify_tools_changed,
-        "prompts": server.notify_prompts_changed,
-        "resources": server.notify_resources_changed,
-    }
-    last: object = None
-    while True:
-        try:
-            client = await mirror.backend.pool.shared.client()
-            if last is not None and client is not last:
-                await mirror.sync()  # a restarted backend may offer other things
-            last = client
-            uris = list(mirror.known["resources"])[:MAX_FOLLOWED]
-            async with client.listen(
-                tools=True, prompts=True, resources=True, resource_uris=uris
-            ) as changes:
-                async for change in changes:
-                    if change.kind == "resource" and change.uri:
-                        server.notify_resource_updated(change.uri)
-                    elif change.kind in _CHANGED:
-                        if not await mirror.sync(*_CHANGED[change.kind]):
-                            notify[change.kind]()
-                        if change.kind == "resources":
-                            break  # follow the new list's resources
-                else:
-                    await asyncio.sleep(1.0)  # the backend ended the stream: not in a loop
-        except asyncio.CancelledError:
-            raise
-        except (McpError, OSError) as exc:
-            logger.warning("watching the backend's changes failed (%s); starting again", exc)
-            await asyncio.sleep(1.0)
+async def _identify(server: Server, backend: ProxyBackend, name: str | None) -> None:
+    """Tell `server`'s clients the backend's identity: its `serverInfo` (with `name`, when
+    given) and `instructions`; what the backend does not tell stays the proxy's own."""
+    try:
+        info, instructions = await backend.identity()
+    except McpError as exc:
+        logger.warning("the backend did not tell who it is (%s): the proxy tells its own", exc)
+        return
+    info = info or server.info
+    if name is not None:
+        info = info.model_copy(update={"name": name})
+    server.identify(info, instructions if instructions is not None else server.instructions)

@@ -22,19 +22,11 @@ from ..protocol.types import Icon, ToolAnnotations
 from ..server.context import RequestContext
 from ..server.server import Server
 from ..server.uri_template import UriTemplate
-from .proxy import ProxyBackend
+from .proxy import LISTS, ProxyBackend
 
 logger = logging.getLogger("mrtr.proxy")
 
 Handler = Callable[..., Coroutine[Any, Any, Any]]
-
-#: Each kind the proxy mirrors: its list method and the key of its items.
-LISTS = {
-    "tools": ("tools/list", "tools"),
-    "prompts": ("prompts/list", "prompts"),
-    "resources": ("resources/list", "resources"),
-    "templates": ("resources/templates/list", "resourceTemplates"),
-}
 
 
 class Mirror:

@@ -14,12 +14,14 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import pydantic
+
 from ..client.client import Client
 from ..inputs import ELICITATION_CREATE, ROOTS_LIST, SAMPLING_CREATE_MESSAGE
 from ..protocol.errors import METHOD_NOT_FOUND, McpError, invalid_params
-from ..protocol.meta import LOG_LEVEL_RANK
-from ..protocol.types import CallToolResult, GetPromptResult, ReadResourceResult
-from .backend import BackendPool, BackendSession, BackendTarget
+from ..protocol.meta import LOG_LEVEL_RANK, SERVER_INFO
+from ..protocol.types import CallToolResult, GetPromptResult, Implementation, ReadResourceResult
+from .backend import BackendPool, BackendSession, BackendTarget, ClientTarget, Target
 from .held import HeldCall, HeldCalls, parse_state, principal_of
 
 if TYPE_CHECKING:
@@ -32,20 +34,28 @@ logger = logging.getLogger("mrtr.proxy")
 
 #: The most pages of one list read from the backend.
 MAX_PAGES = 100
+#: Each of the backend's lists: its list method and the key of its items.
+LISTS = {
+    "tools": ("tools/list", "tools"),
+    "prompts": ("prompts/list", "prompts"),
+    "resources": ("resources/list", "resources"),
+    "templates": ("resources/templates/list", "resourceTemplates"),
+}
 
 
 class ProxyBackend:
     """A backend server and the calls held on it.
 
-    `target`: where the backend is (`BackendTarget`, or a URL, or a command line as a list).
-    `sessions`: the most backend sessions (one per concurrent `tools/call`; 1 keeps a stateful
-    stdio server to one process). `max_held`, `max_held_per_principal`, `hold_timeout`: the
-    bounds of held calls (see `mrtr.proxy.held`).
+    `target`: where the backend is (`BackendTarget`, or a URL, or a command line as a list),
+    or a `Client` to it (`ClientTarget`: one session). `sessions`: the most backend sessions
+    (one per concurrent `tools/call`; 1 keeps a stateful stdio server to one process).
+    `max_held`, `max_held_per_principal`, `hold_timeout`: the bounds of held calls (see
+    `mrtr.proxy.held`).
     """
 
     def __init__(
         self,
-        target: BackendTarget | str | list[str],
+        target: BackendTarget | Client | str | list[str],
         *,
         sessions: int = 1,
         max_held: int = 100,
@@ -56,8 +66,8 @@ class ProxyBackend:
             target = BackendTarget.parse([target])
         elif isinstance(target, list):
             target = BackendTarget.parse(target)
-        self.target = target
-        self.pool = BackendPool(target, sessions, self._handlers)
+        self.target: Target = ClientTarget(target) if isinstance(target, Client) else target
+        self.pool = BackendPool(self.target, sessions, self._handlers)
         self.held = HeldCalls(max_held, max_held_per_principal, hold_timeout)
         #: Carries retries between instances sharing a store and broker (`relay.py`); set
         #: while the proxy runs with both.
@@ -110,6 +120,18 @@ class ProxyBackend:
     async def start(self) -> Client:
         """Open the shared session (the backend is started); its connected `Client`."""
         return await self.pool.shared.client()
+
+    async def identity(self) -> tuple[Implementation | None, str | None]:
+        """The backend's `serverInfo` and `instructions`, as it told them (either may be
+        None): from its `server/discover`, or a legacy backend's `initialize`."""
+        found = await self.pool.shared.run(lambda client: client.request("server/discover"))
+        meta, instructions = found.get("_meta"), found.get("instructions")
+        info = meta.get(SERVER_INFO) if isinstance(meta, dict) else None
+        try:
+            told = Implementation.model_validate(info) if isinstance(info, dict) else None
+        except pydantic.ValidationError:
+            told = None  # an identity that is no `Implementation` is not passed on
+        return told, instructions if isinstance(instructions, str) else None
 
     async def close(self) -> None:
         """Cancel the held calls and close every backend session."""

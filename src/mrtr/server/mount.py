@@ -10,10 +10,13 @@ Rules:
    mounted one: the outer server's middleware and options apply to it as to its own, and the
    mounted server's middleware still runs around its own handler, its disabled tags hide
    what they hide, and its tools' OAuth scopes are required by the outer server.
-3. Collisions are errors, whenever they happen: mounting a server whose prefixed name or URI
+3. Collisions are errors, whenever they can be: mounting a server whose prefixed name or URI
    is already taken, registering on the outer server a name a mount holds, and registering on
    the mounted server a name whose prefixed form the outer server holds all raise a
-   `ValueError` naming both, and change nothing.
+   `ValueError` naming both, and change nothing. A mountable whose lists are read once it
+   runs (a proxy's backend) is checked when the outer server starts: a collision then stops
+   the start with that error. One its later list changes bring (nobody to raise to) is logged,
+   and the colliding item left out.
 4. A mounted server's handler runs inside the outer request: its questions (`ctx.elicit`,
    `ctx.sample`, `ctx.list_roots`) are asked of the outer client, as MRTR rounds of the outer
    request in the 2026-07-28 era and live on a legacy session; its logs and progress go to
@@ -25,15 +28,17 @@ Rules:
 6. The mounted server's lifespan runs inside the outer one (entered after it starts, left
    before it ends); mount before serving.
 7. Anything satisfying `Mountable` can be mounted; an mrtr `Server` is one through
-   `ServerMountable`.
+   `ServerMountable`, a proxy's backend or a `Client` through `mrtr.proxy.mounted`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import re
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -52,6 +57,8 @@ from .uri_template import UriTemplate
 if TYPE_CHECKING:
     from .lifespan import LifespanRunner
     from .registry import Registry
+
+logger = logging.getLogger("mrtr.server.mount")
 
 _PREFIX = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
@@ -103,12 +110,13 @@ class Mountable(Protocol):
         """The OAuth scopes a caller's token needs to call its tool `name` (checked by the
         outer server over HTTP, where tokens are, as for its own tools)."""
 
-    def request(
-        self, method: str, params: dict[str, Any], ctx: RequestContext
-    ) -> Awaitable[dict[str, Any]]:
+    def request(self, method: str, params: dict[str, Any], ctx: RequestContext) -> Awaitable[Any]:
         """Serve `tools/call`, `prompts/get`, `resources/read` or `completion/complete`
         (`params` in its own names) for the outer request `ctx`: its questions asked through
-        `ctx`, its notifications sent to `ctx.notify_sink`. A protocol error is an `McpError`."""
+        `ctx`, its notifications sent to `ctx.notify_sink`. The result is a dict; a
+        `tools/call` may also end the outer round with an `InputRequiredResult` (a manual-style
+        round, continued on the retry through `ctx.request_state`). A protocol error is an
+        `McpError`."""
 
 
 class MountedServer(Protocol):
@@ -340,9 +348,10 @@ class Mount:
         if self._taken(noun, outer) and (noun, outer) not in self.held:
             raise self._collision(noun, outer, key)
 
-    def wanted(self, change: str) -> dict[tuple[str, str], dict[str, Any]]:
+    def wanted(self, change: str, skip: bool = False) -> dict[tuple[str, str], dict[str, Any]]:
         """What the registry should hold for `change` now: (noun, outer key) -> the mounted
-        listing; a `ValueError` if an outer key is taken by something else (rule 3)."""
+        listing; a `ValueError` if an outer key is taken by something else (rule 3), or with
+        `skip` that item logged and left out."""
         wanted: dict[tuple[str, str], dict[str, Any]] = {}
         for kind in KINDS[change]:
             noun = _NOUN[kind]
@@ -353,14 +362,17 @@ class Mount:
                 own = wire[field]
                 outer = self.key(noun, own)
                 if (noun, outer) not in self.held and self._taken(noun, outer):
-                    raise self._collision(noun, outer, own)
+                    if not skip:
+                        raise self._collision(noun, outer, own)
+                    logger.warning("%s; it is left out", self._collision(noun, outer, own))
+                    continue
                 wanted[(noun, outer)] = wire
         return wanted
 
-    def sync(self, change: str) -> bool:
+    def sync(self, change: str, skip: bool = False) -> bool:
         """Make the registry hold what the mountable lists now for `change` (rule 5), which
-        announces what it changes; whether anything changed."""
-        wanted = self.wanted(change)
+        announces what it changes; whether anything changed. `skip`: see `wanted`."""
+        wanted = self.wanted(change, skip)
         self._syncing = True
         changed = False
         try:
@@ -377,10 +389,22 @@ class Mount:
         return changed
 
     def changed(self, change: str) -> None:
-        """The mountable's list of `change` changed: apply it (rule 5); a change announced
-        with nothing to apply (`notify_tools_changed()` said by hand) is announced as well."""
-        if not self.sync(change):
+        """The mountable's list of `change` changed: apply it (rule 5), a colliding item left
+        out (rule 3: nobody to raise to); a change announced with nothing to apply
+        (`notify_tools_changed()` said by hand) is announced as well."""
+        if not self.sync(change, skip=True):
             self.registry.on_change(change)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The mountable's lifespan (rule 6), its lists applied once it started: a collision
+        then is an error, which stops the outer server's start (rule 3)."""
+        async with self.other.running():
+            for change in KINDS:
+                self.wanted(change)  # every collision is found before anything changes
+            for change in KINDS:
+                self.sync(change)
+            yield
 
     def _remove(self, noun: str, outer: str) -> None:
         del self.held[(noun, outer)]
@@ -534,7 +558,7 @@ def mount(registry: Registry, lifespan: LifespanRunner, prefix: str, other: Moun
         completions = Completions(registry.completion, registry.completion_takes_ctx)
         registry.set_completion(completions)
     completions.mounts.append(added)
-    lifespan.nest(other.running)
+    lifespan.nest(added.running)
     return added
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
-from typing import Any, TypeVar, Unpack, overload
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
 from ..protocol.types import Icon, Implementation
 from ..settings import http_options, request_state_key, request_state_verify_keys, server_options
@@ -53,6 +53,10 @@ from .subscriptions import (
 )
 from .tasks import TaskManager
 from .worker_threads import call_on_loop
+
+if TYPE_CHECKING:
+    from ..client.client import Client
+    from ..proxy.proxy import ProxyBackend
 
 F = TypeVar("F", bound=Callable[..., Any])
 M = TypeVar("M", bound=Middleware)
@@ -94,7 +98,8 @@ class Server:
         self._subscriptions = SubscriptionHub(
             options.broker, f"mrtr/changes/{name}", budgets=options.budgets
         )
-        self._registry = registry = Registry(options, self._list_changed)
+        changed = functools.partial(call_on_loop, self._subscriptions.list_changed)
+        self._registry = registry = Registry(options, changed)  # registered in a thread too
         registry.on_updated = functools.partial(call_on_loop, self._subscriptions.resource_updated)
         self._rounds = RoundKeeper(name, options, request_state_key(), request_state_verify_keys())
         self._invocation = invocation = Invocation(name, registry, self._rounds, options)
@@ -218,11 +223,9 @@ class Server:
         """Show again what `disable(*tags)` hid (unless another disabled tag still hides it)."""
         self._registry.enable(tags)
 
-    def mount(self, prefix: str, other: Server | Mountable) -> None:
+    def mount(self, prefix: str, other: Server | Client | ProxyBackend | Mountable) -> None:
         """Offer `other`'s tools, prompts and resources under `prefix` (see `server/mount.py`)."""
-        if isinstance(other, Server):  # the same class: its registry is this class's own
-            other = ServerMountable(other, other._registry)  # noqa: SLF001
-        mount(self._registry, self._lifespan, prefix, other)
+        mount(self._registry, self._lifespan, prefix, _mountable(other))
 
     def completion(self) -> Callable[[F], F]:
         """Register the argument-completion handler: `fn(ref, argument, context_arguments)`
@@ -251,6 +254,10 @@ class Server:
         return self._registry.capabilities(tasks=self._invocation.tasks is not None)
 
     # --- lifespan, middleware and entry ------------------------------------------------------
+
+    def identify(self, info: Implementation, instructions: str | None) -> None:
+        """Tell clients from now on that it is `info`, with `instructions` (`name` stays)."""
+        _identify(self, self._entry, info, instructions)
 
     @property
     def lifespan_state(self) -> Any:
@@ -315,9 +322,6 @@ class Server:
         """Forget a legacy session (it ended)."""
         self._subscriptions.detach(session)
 
-    def _list_changed(self, kind: str) -> None:
-        call_on_loop(self._subscriptions.list_changed, kind)  # registered in a thread too
-
     def notify_tools_changed(self) -> None:
         """Tell listening clients that the tool list changed (registering a tool does this)."""
         self._registry.on_change(TOOLS_LIST_CHANGED)  # a server mounting this one hears it
@@ -368,6 +372,24 @@ def _shortcut(server: Server, **methods: Callable[..., Any]) -> None:
     for name, method in methods.items():
         if getattr(type(server), name) is getattr(Server, name):
             setattr(server, name, method)
+
+
+def _mountable(other: Server | Client | ProxyBackend | Mountable) -> Mountable:
+    """`other` as `mount` takes it: a `Server` through its registry, a `Client` or a proxy's
+    backend through the proxy's held calls (`mrtr.proxy.mounted`), a `Mountable` as it is."""
+    if isinstance(other, Server):  # the same class: its registry is this class's own
+        return ServerMountable(other, other._registry)  # noqa: SLF001
+    from ..proxy.mounted import as_mountable  # deferred: the proxy package builds on `Server`
+
+    return as_mountable(other)
+
+
+def _identify(server: Server, entry: Entry, info: Implementation, instructions: str | None) -> None:
+    """What `Server.identify` does: the attributes, and what each era's answers tell. Its
+    `name` stays: it names the server's shared channels and keys, which must not move."""
+    server.info, server.instructions = info, instructions
+    entry.modern.server_info, entry.modern.instructions = info.to_wire(), instructions
+    entry.legacy.info, entry.legacy.instructions = info, instructions
 
 
 def _check_uri(uri: object, decorator: str, example: str) -> None:
