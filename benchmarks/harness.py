@@ -362,6 +362,8 @@ def uvicorn_config(app: Any, port: int, *, lifespan: LifespanMode = "auto") -> u
         # Off as in `mrtr`'s own `serve_http`: even with nothing logged at this level,
         # uvicorn formats the access-log arguments (client address, quoted path) per response.
         access_log=False,
+        # Off as in `serve_http` too: one header less per response, for every contender.
+        server_header=False,
         loop="uvloop",
         http="httptools",
         lifespan=lifespan,

@@ -300,6 +300,17 @@ def test_a_body_that_arrives_in_time_is_served(server: ServerProcess) -> None:
     assert answer["result"]["structuredContent"] == {"result": 42}
 
 
+def test_responses_name_no_server_software_and_carry_a_date(server: ServerProcess) -> None:
+    """`serve_http` turns uvicorn's `Server: uvicorn` banner off; `Date` stays (RFC 9110)."""
+    with connect(server) as sock:
+        head, body = request_bytes()
+        sock.sendall(head + body)
+        status, headers, _ = read_response(sock)
+    assert status == 200
+    assert "server" not in headers
+    assert headers["date"].endswith(" GMT")
+
+
 def test_an_idle_keep_alive_connection_is_closed(server: ServerProcess) -> None:
     head, body = request_bytes()
     with connect(server) as sock:

@@ -250,6 +250,7 @@ def _run_workers(
         ws="none",
         lifespan="on",
         access_log=False,
+        server_header=False,  # as `serve_http`: no software banner
         log_level=level,
         timeout_keep_alive=options.get("keep_alive", DEFAULT_KEEP_ALIVE),
         timeout_graceful_shutdown=options.get("drain_timeout", DEFAULT_DRAIN_TIMEOUT) or None,

@@ -159,8 +159,9 @@ async def serve_http(
     uvicorn picks uvloop and httptools when they are installed. Other keyword arguments go to
     `uvicorn.Config` (access logging is off unless `access_log=True`; `http` may name "h11" or
     "httptools"). At shutdown, open `subscriptions/listen` streams and legacy sessions end
-    gracefully before connections are drained. The server's lifespan runs from before the
-    socket is bound (a failure is a `LifespanError`: nothing is served) until uvicorn is done.
+    gracefully before connections are drained. Responses carry no `Server` header unless
+    `server_header=True`. The server's lifespan runs from before the socket is bound (a
+    failure is a `LifespanError`: nothing is served) until uvicorn is done.
     """
     if "timeout_keep_alive" in uvicorn_kwargs:
         raise TypeError("serve_http: pass keep_alive=..., not timeout_keep_alive=...")
@@ -193,6 +194,10 @@ async def serve_http(
         max_sse_streams=max_sse_streams,
     )
     uvicorn_kwargs.setdefault("access_log", False)
+    # No `Server: uvicorn` banner: it names the software to anyone probing, and is one more
+    # header written out on every response. `Date` stays (RFC 9110 asks an origin server for
+    # it), and so does uvicorn's handling of `X-Forwarded-For` from trusted proxies.
+    uvicorn_kwargs.setdefault("server_header", False)
     uvicorn_kwargs["ws"] = "none"
     uvicorn_kwargs["http"] = guarded_protocol(limits, uvicorn_kwargs.get("http", "auto"))
     uvicorn_kwargs["timeout_keep_alive"] = limits.keep_alive
