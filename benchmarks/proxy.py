@@ -238,6 +238,7 @@ async def process(argv: Sequence[str], port: int, name: str) -> AsyncIterator[in
         await _listening(port, proc, name)
         yield proc.pid
     finally:
+        below = descendants(proc.pid)
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, 15)
@@ -248,6 +249,24 @@ async def process(argv: Sequence[str], port: int, name: str) -> AsyncIterator[in
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, 9)
                 await proc.wait()
+        await _gone(below)
+
+
+def _alive(pids: Sequence[int]) -> list[int]:
+    return [pid for pid in pids if os.path.exists(f"/proc/{pid}")]
+
+
+async def _gone(pids: Sequence[int]) -> None:
+    """Wait for the backend processes a gateway started to end (they get its SIGTERM too, or
+    their stdin closes), then kill any left, so that no row runs beside another."""
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        if not _alive(pids):
+            return
+        await asyncio.sleep(0.05)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 9)
 
 
 def _pythonpath() -> str:
