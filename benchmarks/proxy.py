@@ -497,6 +497,7 @@ async def run(s: Settings, missing: dict[str, str]) -> dict[str, dict[str, dict[
         direct = rows.get("direct", {})
         for entry in rows.values():
             if "median_s" in entry and "median_s" in direct:
+                entry["added_s"] = entry["median_s"] - direct["median_s"]
                 entry["latency_x_direct"] = entry["median_s"] / direct["median_s"]
                 entry["throughput_x_direct"] = entry["calls_per_s"] / direct["calls_per_s"]
         results[backend.name] = rows
@@ -513,14 +514,14 @@ def _ms(value: float | None) -> str:
 def table(results: dict[str, dict[str, dict[str, Any]]]) -> str:
     """The results as a Markdown table, one line per (backend, row)."""
     head = (
-        "| backend | row | era, transport | p50 ms/call | x direct | proxy CPU ms/call "
+        "| backend | row | era, transport | p50 ms/call | added ms | x direct | proxy CPU ms/call "
         f"| backend CPU ms/call | calls/s @{CONCURRENCY} | x direct | ask flow p50 ms |"
     )
-    lines = [head, "|" + " --- |" * 10]
+    lines = [head, "|" + " --- |" * 11]
     for backend, rows in results.items():
         for name, r in rows.items():
             if "error" in r:
-                lines.append(f"| {backend} | {name} | {r['transport']} | {r['error']} |||||||")
+                lines.append(f"| {backend} | {name} | {r['transport']} | {r['error']} ||||||||")
                 continue
             flow = (
                 _ms(r["flow_median_s"])
@@ -529,7 +530,8 @@ def table(results: dict[str, dict[str, dict[str, Any]]]) -> str:
             )
             lines.append(
                 f"| {backend} | {name} | {r['era']}, {r['transport']} | {_ms(r['median_s'])} "
-                f"| {r.get('latency_x_direct', math.nan):.2f} | {_ms(r['proxy_cpu_s'])} "
+                f"| {_ms(r.get('added_s'))} | {r.get('latency_x_direct', math.nan):.2f} "
+                f"| {_ms(r['proxy_cpu_s'])} "
                 f"| {_ms(r['backend_cpu_s'])} | {r['calls_per_s']:.0f} "
                 f"| {r.get('throughput_x_direct', math.nan):.2f} | {flow} |"
             )
