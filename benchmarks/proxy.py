@@ -5,7 +5,8 @@ Backends (stdio programs): `@modelcontextprotocol/server-everything` (Node, its 
 and our benchmark server `ours_stdio_server.py` (its `add` tool, and `confirm`, which asks
 one question), which costs less itself, so that a proxy's own cost shows.
 
-Rows, each with its own processes, started for the row and stopped after it:
+Rows, each with processes of its own (all of one backend's rows run at once, idle but for
+the one measured):
 
 * `direct`: our `Client` starts the backend and speaks to it over stdio (no proxy);
 * `mrtr proxy` over Streamable HTTP, our `Client` in the 2026-07-28 era and in the legacy
@@ -21,8 +22,9 @@ with 8 calls in flight on the one client; the ratios against `direct`. With the 
 also the median of one `confirm` flow (the backend asks, the client answers through the
 proxy). A gateway that is not installed, or that fails a workload, shows why in its row.
 
-The client's own CPU is not counted. Rows run one after another, so load from other work on
-the machine lands on some rows and not others: compare rows of one run, and rerun if in doubt.
+Each row's workloads run in 3 rounds alternating with the other rows' (the order rotating),
+so that load from other work on the machine lands on every row alike. The client's own CPU is
+not counted.
 
 Usage: python benchmarks/proxy.py [--quick] [--json PATH] [--no-install]
 """
@@ -81,14 +83,15 @@ LOOPBACK = "127.0.0.1"
 class Settings:
     """How long each row's workloads run, in seconds."""
 
-    warmup: float = 0.5
-    latency: float = 1.5
-    concurrent: float = 1.0
-    flow: float = 1.0
+    latency: float = 3.0
+    concurrent: float = 1.5
+    flow: float = 1.5
+    rounds: int = 3
+    """Each row's workloads are split into this many rounds, alternating with the others'."""
 
 
 FULL = Settings()
-QUICK = Settings(warmup=0.05, latency=0.2, concurrent=0.2, flow=0.1)
+QUICK = Settings(latency=0.2, concurrent=0.2, flow=0.1, rounds=1)
 
 
 # --- installing the other gateways -----------------------------------------------------------
@@ -426,51 +429,93 @@ async def _run(
     return out
 
 
-async def measure_row(row: Row, backend: Backend, s: Settings) -> dict[str, Any]:
-    """One row: its processes started, the workloads run, its processes stopped."""
-    async with connected(row, backend) as (client, meter):
+@dataclass
+class Live:
+    """A row whose processes run and whose client is connected, with what it measured."""
 
-        async def call() -> None:
-            _check(await client.call_tool(backend.tool, backend.arguments), backend.expected)
+    row: Row
+    client: Client
+    meter: Meter
+    seq: Measured = field(default_factory=Measured)
+    conc: Measured = field(default_factory=Measured)
+    flow: Measured = field(default_factory=Measured)
+    flow_error: str | None = None
 
-        await _run(call, s.warmup, 1, meter)
-        # With 8 in flight too: a proxy that opens backend sessions on demand opens them here
-        # (each worker's first call may wait seconds for a backend process to start).
-        await _run(call, s.warmup, CONCURRENCY, meter, min_each=3)
-        meter.refresh()
-        seq = await _run(call, s.latency, 1, meter)
-        conc = await _run(call, s.concurrent, CONCURRENCY, meter)
-        out: dict[str, Any] = {
-            "era": client.era,
-            "transport": row.transport,
-            "proxy_pid": meter.proxy,
-            "backend_pids": meter.backend,
-            "calls": seq.calls,
-            "median_s": statistics.median(seq.latencies),
-            "proxy_cpu_s": seq.proxy_cpu / seq.calls if meter.proxy else None,
-            "backend_cpu_s": seq.backend_cpu / seq.calls,
-            "concurrent_calls": conc.calls,
-            "calls_per_s": conc.calls / conc.seconds,
-            "concurrent_proxy_cpu_s": conc.proxy_cpu / conc.calls if meter.proxy else None,
-            "concurrent_backend_cpu_s": conc.backend_cpu / conc.calls,
-        }
-        if backend.flow_tool:
-            flow_tool = backend.flow_tool
 
-            async def flow() -> None:
-                _check(await client.call_tool(flow_tool, {}), "yes")
+def _add(total: Measured, part: Measured) -> None:
+    total.calls += part.calls
+    total.seconds += part.seconds
+    total.latencies += part.latencies
+    total.proxy_cpu += part.proxy_cpu
+    total.backend_cpu += part.backend_cpu
 
-            try:
-                await asyncio.wait_for(flow(), 20)  # the warm-up, and whether it works at all
-                done = await asyncio.wait_for(_run(flow, s.flow, 1, meter), s.flow + 60)
-            except Exception as exc:  # a gateway that cannot relay the question: say so
-                out["flow_error"] = _reason(exc)
-            else:
-                out["flow_calls"] = done.calls
-                out["flow_median_s"] = statistics.median(done.latencies)
-                out["flow_proxy_cpu_s"] = done.proxy_cpu / done.calls if meter.proxy else None
-                out["flow_backend_cpu_s"] = done.backend_cpu / done.calls
-        return out
+
+async def _start(stack: contextlib.AsyncExitStack, row: Row, backend: Backend) -> Live:
+    """Start a row's processes, connect its client and warm it up."""
+    client, meter = await stack.enter_async_context(connected(row, backend))
+    live = Live(row, client, meter)
+    await _run(_caller(live, backend), 0.2, 1, meter, min_each=20)
+    # With 8 in flight too: a proxy that opens backend sessions on demand opens them here
+    # (each worker's first call may wait seconds for a backend process to start).
+    await _run(_caller(live, backend), 0.2, CONCURRENCY, meter, min_each=3)
+    meter.refresh()
+    if backend.flow_tool:
+        try:  # the flow's warm-up, and whether it works at all
+            await asyncio.wait_for(_flow(live, backend.flow_tool)(), 20)
+        except Exception as exc:  # a gateway that cannot relay the question: say so
+            live.flow_error = _reason(exc)
+    return live
+
+
+def _caller(live: Live, backend: Backend) -> Callable[[], Awaitable[None]]:
+    async def call() -> None:
+        result = await live.client.call_tool(backend.tool, backend.arguments)
+        _check(result, backend.expected)
+
+    return call
+
+
+def _flow(live: Live, tool: str) -> Callable[[], Awaitable[None]]:
+    async def flow() -> None:
+        _check(await live.client.call_tool(tool, {}), "yes")
+
+    return flow
+
+
+async def _round(live: Live, backend: Backend, s: Settings) -> None:
+    """One round of a row: back-to-back calls, calls 8 in flight, and the asking flow."""
+    call = _caller(live, backend)
+    _add(live.seq, await _run(call, s.latency / s.rounds, 1, live.meter))
+    _add(live.conc, await _run(call, s.concurrent / s.rounds, CONCURRENCY, live.meter))
+    if backend.flow_tool and live.flow_error is None:
+        flow = _flow(live, backend.flow_tool)
+        _add(live.flow, await _run(flow, s.flow / s.rounds, 1, live.meter))
+
+
+def _summary(live: Live) -> dict[str, Any]:
+    seq, conc, flow, proxy = live.seq, live.conc, live.flow, live.meter.proxy
+    out: dict[str, Any] = {
+        "era": live.client.era,
+        "transport": live.row.transport,
+        "proxy_pid": proxy,
+        "backend_pids": live.meter.backend,
+        "calls": seq.calls,
+        "median_s": statistics.median(seq.latencies),
+        "proxy_cpu_s": seq.proxy_cpu / seq.calls if proxy else None,
+        "backend_cpu_s": seq.backend_cpu / seq.calls,
+        "concurrent_calls": conc.calls,
+        "calls_per_s": conc.calls / conc.seconds,
+        "concurrent_proxy_cpu_s": conc.proxy_cpu / conc.calls if proxy else None,
+        "concurrent_backend_cpu_s": conc.backend_cpu / conc.calls,
+    }
+    if live.flow_error:
+        out["flow_error"] = live.flow_error
+    elif flow.calls:
+        out["flow_calls"] = flow.calls
+        out["flow_median_s"] = statistics.median(flow.latencies)
+        out["flow_proxy_cpu_s"] = flow.proxy_cpu / flow.calls if proxy else None
+        out["flow_backend_cpu_s"] = flow.backend_cpu / flow.calls
+    return out
 
 
 def _reason(exc: BaseException) -> str:
@@ -479,29 +524,51 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
 
 
-async def run(s: Settings, missing: dict[str, str]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Every row for every backend; a row that cannot run records why."""
-    results: dict[str, dict[str, dict[str, Any]]] = {}
-    for backend in BACKENDS:
-        rows: dict[str, dict[str, Any]] = {}
-        for row in ROWS:
-            if row.name in missing:
-                rows[row.name] = {"error": missing[row.name], "transport": row.transport}
-                continue
-            began = time.perf_counter()
+async def run_backend(backend: Backend, s: Settings, missing: dict[str, str]) -> dict[str, Any]:
+    """Every row for one backend: all started, then measured in alternating rounds (the order
+    rotating), so that load from elsewhere on the machine spreads over the rows alike. A row
+    that cannot start, or fails, records why."""
+    errors = dict(missing)
+    async with contextlib.AsyncExitStack() as stack:
+        live: dict[str, Live] = {}
+
+        async def start(row: Row) -> None:
             try:
-                rows[row.name] = await asyncio.wait_for(measure_row(row, backend, s), 120)
+                live[row.name] = await asyncio.wait_for(_start(stack, row, backend), 120)
             except Exception as exc:
-                rows[row.name] = {"error": _reason(exc), "transport": row.transport}
-            rows[row.name]["row_s"] = time.perf_counter() - began
-        direct = rows.get("direct", {})
-        for entry in rows.values():
-            if "median_s" in entry and "median_s" in direct:
-                entry["added_s"] = entry["median_s"] - direct["median_s"]
-                entry["latency_x_direct"] = entry["median_s"] / direct["median_s"]
-                entry["throughput_x_direct"] = entry["calls_per_s"] / direct["calls_per_s"]
-        results[backend.name] = rows
-    return results
+                errors[row.name] = _reason(exc)
+
+        # Started together (starting is mostly waiting on imports), measured one at a time.
+        await asyncio.gather(*(start(row) for row in ROWS if row.name not in errors))
+        live = {row.name: live[row.name] for row in ROWS if row.name in live}
+        for rnd in range(s.rounds):
+            names = list(live)
+            shift = rnd % max(len(names), 1)
+            for name in names[shift:] + names[:shift]:
+                try:
+                    await asyncio.wait_for(_round(live[name], backend, s), 60)
+                except Exception as exc:
+                    errors[name] = _reason(exc)
+                    del live[name]
+        summaries = {name: _summary(row) for name, row in live.items()}
+    rows: dict[str, dict[str, Any]] = {}
+    for row in ROWS:
+        if row.name in summaries:
+            rows[row.name] = summaries[row.name]
+        else:
+            rows[row.name] = {"error": errors[row.name], "transport": row.transport}
+    direct = rows["direct"]
+    for entry in rows.values():
+        if "median_s" in entry and "median_s" in direct:
+            entry["added_s"] = entry["median_s"] - direct["median_s"]
+            entry["latency_x_direct"] = entry["median_s"] / direct["median_s"]
+            entry["throughput_x_direct"] = entry["calls_per_s"] / direct["calls_per_s"]
+    return rows
+
+
+async def run(s: Settings, missing: dict[str, str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every row for every backend, one backend after the other."""
+    return {backend.name: await run_backend(backend, s, missing) for backend in BACKENDS}
 
 
 # --- the table -------------------------------------------------------------------------------
