@@ -83,9 +83,9 @@ LOOPBACK = "127.0.0.1"
 class Settings:
     """How long each row's workloads run, in seconds."""
 
-    latency: float = 3.0
-    concurrent: float = 1.5
-    flow: float = 1.5
+    latency: float = 2.4
+    concurrent: float = 1.2
+    flow: float = 1.2
     rounds: int = 3
     """Each row's workloads are split into this many rounds, alternating with the others'."""
 
