@@ -521,6 +521,8 @@ def _summary(live: Live) -> dict[str, Any]:
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return "timed out (no answer within 20 s)"
+    if isinstance(exc, AssertionError):  # a wrong answer (`_check`): its message says it
+        return str(exc).splitlines()[0][:200]
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
 
 
