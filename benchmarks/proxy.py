@@ -160,6 +160,18 @@ def _install_mcp_proxy() -> str | None:
 
 def descendants(pid: int) -> list[int]:
     """Every process below `pid` (children, theirs, ...), from /proc's parent links."""
+    parents = _children()
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _children() -> dict[int, list[int]]:
+    """Each process's children, from /proc's parent links."""
     parents: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -171,12 +183,18 @@ def descendants(pid: int) -> list[int]:
             continue
         ppid = int(text[text.rindex(")") + 2 :].split()[1])
         parents.setdefault(ppid, []).append(int(entry))
-    found: list[int] = []
-    todo = [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
+    return parents
+
+
+def _running(argv: Sequence[str]) -> list[int]:
+    """Our child processes running `argv`: the direct row's backend (other rows' gateways,
+    started at the same time, are our children too, and their backends run the same argv)."""
+    wanted = "\0".join(argv) + "\0"
+    found = []
+    for pid in _children().get(os.getpid(), []):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline") as f:
+            if f.read() == wanted:
+                found.append(pid)
     return found
 
 
@@ -356,7 +374,6 @@ async def connected(row: Row, backend: Backend) -> AsyncIterator[tuple[Client, M
     """A client connected through `row` to `backend`, and the meter of the row's processes."""
     options = ClientOptions(protocol=row.era)  # type: ignore[arg-type]
     if row.name == "direct":
-        before = set(descendants(os.getpid()))
         env = {**os.environ, "PYTHONPATH": _pythonpath()}
         client = Client.stdio(
             backend.argv[0],
@@ -368,8 +385,7 @@ async def connected(row: Row, backend: Backend) -> AsyncIterator[tuple[Client, M
         )
         async with client:
             await client.list_tools()
-            started = [p for p in descendants(os.getpid()) if p not in before]
-            yield client, Meter(None, started)
+            yield client, Meter(None, _running(backend.argv))
         return
     port = free_port()
     async with process(_gateway_argv(row, backend, port), port, row.name) as pid:

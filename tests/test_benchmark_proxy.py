@@ -57,6 +57,8 @@ def test_every_row_answered_its_calls_for_both_backends(
                 assert math.isfinite(row[key]) and row[key] > 0, (backend, name, key)
             if name == "direct":
                 assert row["proxy_cpu_s"] is None and row["latency_x_direct"] == 1.0
+                # Its backend alone: not the other rows' gateways, started beside it.
+                assert len(row["backend_pids"]) == 1, row["backend_pids"]
             else:
                 assert row["proxy_cpu_s"] > 0, (backend, name)
                 assert math.isfinite(row["latency_x_direct"]), (backend, name)
