@@ -24,7 +24,13 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(400)
 
 ROWS = ("direct", "mrtr-modern", "mrtr-legacy", "mrtr-modern-8", "supergateway", "mcp-proxy")
-ERAS = {"mrtr-modern": "modern", "mrtr-modern-8": "modern", "supergateway": "legacy"}
+ERAS = {
+    "mrtr-modern": "modern",
+    "mrtr-legacy": "legacy",
+    "mrtr-modern-8": "modern",
+    "supergateway": "legacy",
+    "mcp-proxy": "legacy",
+}
 
 
 @pytest.fixture(scope="module")
