@@ -169,8 +169,10 @@ class FunctionSignature:
             model = self._validate(arguments or {})
         except pydantic.ValidationError as exc:
             raise ValidationFailure(describe_validation_error(exc)) from None
-        values = model.__dict__
-        return {name: values[name] for name in self._fields}
+        # The model's own attribute dict: it holds exactly the fields (extra="ignore"), and the
+        # model goes away here, so it is handed on without a copy.
+        values: dict[str, Any] = model.__dict__
+        return values
 
     def start(
         self, kwargs: dict[str, Any], ctx: Any, pool: WorkerPool | None = None
