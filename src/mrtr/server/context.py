@@ -667,16 +667,29 @@ _ELSEWHERE = {
 }
 
 
-#: Makes a request's context from `(request_id, method, params, notify, transport_info,
-#: session)`, positionally (a keyword argument would cost every context a dict).
+#: Makes a request's context from `(request_id, method, params, notify, transport_info, state,
+#: input_responses, session)`, positionally (a keyword argument would cost every context a dict).
 ContextFactory = Callable[
-    [jsonrpc.RequestId, str, dict[str, Any], NotifySink | None, Any, "LegacySession | None"],
+    [
+        jsonrpc.RequestId,
+        str,
+        dict[str, Any],
+        NotifySink | None,
+        Any,
+        RoundState | None,
+        dict[str, Any] | None,
+        "LegacySession | None",
+    ],
     RequestContext,
 ]
 
 
-def context_factory(server: ServerFace, live: SessionAsking) -> ContextFactory:
-    """`server`'s maker of request contexts (`Inbound.context`), legacy ones asking `live`."""
+def context_factory(server: ServerFace, live: SessionAsking | None = None) -> ContextFactory:
+    """`server`'s maker of request contexts (`Inbound.context`): a 2026-07-28 request's, or
+    with `live`, a legacy session's, which asks its client through `live`."""
+    if live is None:
+        # The class itself with its first argument bound: no frame of ours per context.
+        return functools.partial(RequestContext, server)
 
     def make(
         request_id: jsonrpc.RequestId,
@@ -684,12 +697,14 @@ def context_factory(server: ServerFace, live: SessionAsking) -> ContextFactory:
         params: dict[str, Any],
         notify: NotifySink | None,
         transport_info: Any,
+        state: RoundState | None,
+        input_responses: dict[str, Any] | None,
         session: LegacySession | None,
     ) -> RequestContext:
-        # Positional all through: keywords would cost each context a dict and an unpacking.
         return RequestContext(
-            server, request_id, method, params, notify, transport_info, None, None, session, live
-        )
+            server, request_id, method, params, notify, transport_info, state, input_responses,
+            session, live,
+        )  # fmt: skip
 
     return make
 

@@ -57,12 +57,14 @@ class Entry:
         rounds: RoundKeeper,
         options: ServerOptions,
         make_context: ContextFactory,
+        make_legacy_context: ContextFactory,
     ) -> None:
         self.modern = modern
         self.legacy = legacy
         self.rounds = rounds
         self.options = options
         self.make_context = make_context
+        self.make_legacy_context = make_legacy_context
         self._modern_path: Path = modern.dispatch
         self._legacy_path: Path = legacy.dispatch
         self._modern_chain: CallNext | None = None
@@ -130,8 +132,9 @@ class Entry:
                 and not is_modern(params)
             ):
                 request = Inbound(
-                    self.make_context, request_id, method, params, notify, transport_info, session
-                )
+                    self.make_legacy_context, request_id, method, params, notify,
+                    transport_info, session,
+                )  # fmt: skip
                 result = await self._legacy_path(request)
                 return {"jsonrpc": "2.0", "id": request_id, "result": result}
             request = Inbound(

@@ -68,6 +68,8 @@ class Inbound:
                 self.params,
                 self.notify,
                 self.transport_info,
+                None,
+                None,
                 self.session,
             )
         return ctx

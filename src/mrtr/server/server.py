@@ -109,8 +109,8 @@ class Server:
             self.instructions,
         )  # fmt: skip
         legacy = LegacyMethods(registry, invocation, options, caps, info, self.instructions)
-        context = context_factory(self, LIVE)
-        entry = self._entry = Entry(self._modern, legacy, self._rounds, options, context)
+        contexts = context_factory(self), context_factory(self, LIVE)
+        entry = self._entry = Entry(self._modern, legacy, self._rounds, options, *contexts)
         methods = {"handle_message": entry.handle_message, "handle_request": entry.handle_request}
         _shortcut(self, tool_definition=registry.tool_definition, **methods)
         bound = functools.partial(lifespan, self) if lifespan is not None else None
