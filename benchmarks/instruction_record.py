@@ -7,7 +7,9 @@ counts depend on, the date and the machine. `instructions.py --check` (a step of
 `scripts/test.sh`) counts again with the record's sizes and fails when either figure grew more
 than `TOLERANCE` over it. Counts move with the interpreter and with the packages a request runs
 through, not with the machine's load, so the check compares only when the Python minor version
-and every package in `PACKAGES` match the record; otherwise it says so and passes.
+and every package in `PACKAGES` match the record; otherwise it says so and passes (or fails,
+with `--strict`). `scripts/test.sh` counts in an environment of its own, installed with the
+record's pins (`constraints`), so that a new release of a dependency cannot turn it off.
 """
 
 from __future__ import annotations
@@ -68,6 +70,18 @@ def mismatches(record: Mapping[str, Any], env: Mapping[str, Any]) -> list[str]:
         if then != now:
             out.append(f"{name} {then} recorded, {now} here")
     return out
+
+
+def python_minor(record: Mapping[str, Any]) -> str:
+    """The Python version (`3.11`) the record's counts were made with."""
+    return _minor(record["environment"]["python"])
+
+
+def constraints(record: Mapping[str, Any]) -> list[str]:
+    """The record's packages as pins (`name==version`, a pip or uv constraints file): installed
+    with them on the record's Python, an environment is one the record applies to."""
+    packages = record["environment"]["packages"]
+    return [f"{name}=={version}" for name, version in sorted(packages.items()) if version]
 
 
 def _machine() -> dict[str, Any]:

@@ -29,13 +29,16 @@ under it a server runs about 50x slower, so the default counts take a few minute
 The regression guard: `--record` writes ours' counts per plain call and per flow (with fewer
 operations, 100 and 50) to `benchmarks/instructions.json`, with the Python and package versions
 they depend on (`instruction_record.py`); `--check`, a step of `scripts/test.sh`, counts again
-as recorded and fails when either grew more than 5%. `--server-path DIR` counts a server that
+as recorded and fails when either grew more than 5% (`--strict`: or when the record does not
+apply to this environment). `--constraints` prints the record's packages as pins, which the
+test command installs the guard's environment with. `--server-path DIR` counts a server that
 imports `mrtr` from DIR/src (another checkout, say the main branch's), driven by this tree's
 client.
 
     python benchmarks/instructions.py                               # the table, every server
     python benchmarks/instructions.py --kinds ours --record         # update the record
     python benchmarks/instructions.py --check                       # the guard (1-2 minutes)
+    python benchmarks/instructions.py --constraints > pins.txt      # the record's packages
     python benchmarks/instructions.py --kinds ours --server-path ../main   # an older tree
 """
 
@@ -270,8 +273,13 @@ def check(args: argparse.Namespace) -> int:
         print(
             "  the record does not apply here (" + "; ".join(differs) + "): not compared. "
             f"Record the counts for this environment with `{rec.UPDATE}`"
+            + (
+                f", or count in one installed with `{CONSTRAINTS}` as constraints"
+                if args.strict
+                else ""
+            )
         )
-        return 0
+        return 1 if args.strict else 0
     settings = record["settings"]
     by_job = uvloop.run(
         count_all(
@@ -291,10 +299,23 @@ def check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def main(args: argparse.Namespace) -> int:
-    import uvloop
+CONSTRAINTS = "python benchmarks/instructions.py --constraints"
 
+
+def main(args: argparse.Namespace) -> int:
     from benchmarks import instruction_record as rec
+
+    if args.constraints:
+        record = rec.load(args.record_file)
+        print(
+            f"# the packages of {args.record_file.name}, counted on Python "
+            f"{rec.python_minor(record)} ({record['environment']['implementation']})"
+        )
+        print("\n".join(rec.constraints(record)))
+        return 0
+    if args.strict and not args.check:
+        raise SystemExit("--strict goes with --check")
+    import uvloop
 
     missing = [tool for tool in ("valgrind", "callgrind_control") if shutil.which(tool) is None]
     if missing:
@@ -365,6 +386,16 @@ if __name__ == "__main__":
         "--check",
         action="store_true",
         help="count ours as recorded; fail if a figure grew more than 5%% over the record",
+    )
+    guard.add_argument(
+        "--constraints",
+        action="store_true",
+        help="print the record's packages as pins (name==version), for pip or uv -c",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="with --check: fail, not pass, when the record does not apply to this environment",
     )
     parser.add_argument(
         "--record-file",

@@ -193,8 +193,22 @@ NO_MKDOCS_2_WARNING=1 "$PYTHON" -m mkdocs build --strict --quiet
 
 step "instruction guard (callgrind: our server's instructions per plain call and per MRTR flow" \
     "against benchmarks/instructions.json; more than +5% fails)"
-# Counts do not move with the machine's load: the peers' installs beside it change nothing.
-"$PYTHON" benchmarks/instructions.py --check
+# Counts do not move with the machine's load: the peers' installs beside it change nothing. They
+# do move with the packages a request runs through, so the guard counts in an environment of its
+# own, installed with the record's pins on the record's Python: a new release of pydantic, say,
+# changes the main environment, never what the guard compares.
+GUARD_MINOR=$("$PYTHON" -c \
+    'from benchmarks import instruction_record as r; print(r.python_minor(r.load()))')
+if GUARD_BASE=$(find_python "$GUARD_MINOR"); then
+    GUARD_VENV="$PWD/$VENVS/guard-py$GUARD_MINOR"
+    "$PYTHON" benchmarks/instructions.py --constraints >"$VENVS/guard-constraints.txt"
+    uv_venv "$GUARD_BASE" "$GUARD_VENV" -e . -r benchmarks/requirements.txt \
+        -c "$VENVS/guard-constraints.txt"
+    "$GUARD_VENV/bin/python" benchmarks/instructions.py --check --strict
+else
+    echo "instruction guard not run: its record was counted on Python $GUARD_MINOR, not found" \
+        "here (counts of another version are not comparable)"
+fi
 
 step "MCP peers of the interoperability matrix (pinned, each in its own venv or npm folder)"
 if ! wait "$PEERS_PID"; then

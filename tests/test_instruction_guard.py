@@ -1,6 +1,7 @@
 """The instruction guard (`benchmarks/instructions.py --check`, a step of `scripts/test.sh`):
 it compares our server's counts with the record only where the record's Python and packages
-are this environment's, fails above +5% with both figures and how to update the record, and
+are this environment's (or fails, `--strict`, where they are not), fails above +5% with both
+figures and how to update the record, `--constraints` pins the record's packages, and
 `--server-path` counts a server importing `mrtr` from another tree. No figure of our code is
 asserted here: the records below are made up, far from any real count."""
 
@@ -72,6 +73,46 @@ def test_a_record_of_another_environment_is_not_compared(tmp_path: Path) -> None
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "the record does not apply here (Python 2.7.18 recorded" in proc.stdout
     assert rec.UPDATE in proc.stdout
+
+
+def test_strict_fails_on_a_record_of_another_environment(tmp_path: Path) -> None:
+    env = rec.environment()
+    stale = record(1, 1, {**env, "packages": {**env["packages"], "orjson": "0.0.1"}})
+    (tmp_path / "record.json").write_text(json.dumps(stale))
+    proc = run_check(tmp_path / "record.json", "--strict", timeout=60)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "the record does not apply here (orjson 0.0.1 recorded" in proc.stdout
+    assert "python benchmarks/instructions.py --constraints` as constraints" in proc.stdout
+
+
+def test_constraints_pin_the_records_packages_and_name_its_python(tmp_path: Path) -> None:
+    env = {
+        "python": "3.11.7",
+        "implementation": "CPython",
+        "packages": {"uvicorn": "0.54.0", "orjson": "3.13.0", "uvloop": None},
+    }
+    (tmp_path / "record.json").write_text(json.dumps(record(1, 1, env)))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--constraints",
+            "--record-file",
+            str(tmp_path / "record.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,  # a failure guard only
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    # A package the record found absent is left unpinned; the rest sorted, one pin a line.
+    assert proc.stdout.splitlines() == [
+        "# the packages of record.json, counted on Python 3.11 (CPython)",
+        "orjson==3.13.0",
+        "uvicorn==0.54.0",
+    ]
+    assert rec.python_minor(record(1, 1, env)) == "3.11"
 
 
 def test_no_record_is_an_error_naming_the_command_that_makes_one(tmp_path: Path) -> None:
