@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import mrtr
@@ -142,17 +143,75 @@ async def test_a_retry_after_the_hold_timeout_is_told_to_call_again(tmp_path: Pa
             assert (await connected.call_tool("wait", {"seconds": 0})).content[0].text == "waited"  # type: ignore[union-attr]
 
 
+async def call_from(url: str, address: str, name: str, arguments: dict[str, Any]) -> Any:
+    """A 2026-07-28 `tools/call` sent from the loopback `address` (a caller of its own to the
+    proxy's budgets, which count unauthenticated callers by address): its JSON-RPC answer."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "other", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments, "_meta": meta},
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-method": "tools/call",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-name": name,
+    }
+    transport = httpx.AsyncHTTPTransport(local_address=address)
+    async with httpx.AsyncClient(transport=transport, timeout=30) as http:
+        response = await http.post(url, json=body, headers=headers)
+    return response.json()
+
+
 async def test_calls_held_per_caller_are_bounded(tmp_path: Path) -> None:
+    """Each caller has its own bound (by address, without auth) and all share the total: a
+    caller past its own is refused while another still calls, none past the total, and no
+    held call is dropped to refuse them."""
     ledger = tmp_path / "ledger"
-    with proxy(ledger, "--max-held-per-principal", "1") as url:
-        async with client(url) as connected:
-            first = await connected.request(
-                "tools/call", {"name": "book", "arguments": {"item": "a"}}
-            )
-            assert first["resultType"] == "input_required"
+    asked, release = asyncio.Event(), asyncio.Event()
+
+    async def answer_later(params: Any) -> ElicitResult:
+        asked.set()
+        await release.wait()  # meanwhile the proxy holds the backend call
+        return answer(params)
+
+    options = ClientOptions(protocol="modern")
+    # Three backend sessions: a held call keeps one to itself (`--sessions`, default 1).
+    bounds = ("--max-held-per-principal", "1", "--max-held", "2", "--sessions", "3")
+    with proxy(ledger, *bounds) as url:
+        async with Client.http(url, options=options, elicitation_handler=answer_later) as connected:
+            booking = asyncio.ensure_future(connected.call_tool("book", {"item": "a"}))
+            await asyncio.wait_for(asked.wait(), 30)
             with pytest.raises(McpError) as refused:
                 await connected.request("tools/call", {"name": "pid"})
-            assert "max_held_per_principal 1" in refused.value.message
+            assert refused.value.code == INVALID_PARAMS
+            assert refused.value.data == {
+                "reason": "budget_exceeded",
+                "budget": "proxied calls in flight",
+                "limit": 1,
+                "bound": "principal",
+            }
+            # Another caller is not held to the first one's bound...
+            other = await call_from(url, "127.0.0.2", "pid", {})
+            assert other["result"]["content"][0]["text"].isdigit(), other
+            held = await call_from(url, "127.0.0.2", "book", {"item": "b"})
+            assert held["result"]["resultType"] == "input_required", held
+            # ... but with two calls held, a third caller meets the total.
+            third = await call_from(url, "127.0.0.3", "pid", {})
+            assert third["error"]["code"] == INVALID_PARAMS, third
+            assert third["error"]["data"]["bound"] == "total", third
+            assert "Too many proxied calls in flight" in third["error"]["message"]
+            # The first call was held throughout: answered now, it finishes, run once.
+            release.set()
+            booked = await asyncio.wait_for(booking, 30)
+            assert booked.content[0].text == "booked a large a"  # type: ignore[union-attr]
+        assert runs(ledger) == ["run a", "run b"]
 
 
 async def test_a_backend_killed_mid_call_fails_the_call_clearly_and_is_restarted(

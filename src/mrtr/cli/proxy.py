@@ -74,7 +74,7 @@ def add_proxy_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=10,
         metavar="N",
-        help="calls in flight at once per caller (token subject or session; default 10)",
+        help="calls in flight at once per caller (its principal, else its address; default 10)",
     )
 
 

@@ -14,11 +14,16 @@ Rules:
 2. Each round the client is asked moves the call one step on. The answers of step N are
    applied once: a retry carrying step N after they were applied is -32602 ("already
    answered"), and its answers go nowhere. An answer missing from a retry is asked again.
-3. Calls held at once are bounded per principal (the token's subject, else its client id,
-   else the legacy session, else "anonymous") and in all; past either a new call is refused
-   with -32603 naming the limit. A call waiting for the client longer than `hold_timeout`
-   seconds is cancelled (the backend is told by the client's `notifications/cancelled`) and
-   forgotten.
+3. Calls held at once are bounded per caller and in all. A caller is counted as by every
+   budget of the server (`mrtr.server.budgets.holder`): its principal
+   (`ServerOptions.principal`, with `auth` the verified token's), else the address it
+   connects from, else the one local peer; so one unauthenticated client cannot use up the
+   bound of others. Past either bound a new call is refused as a budget is (-32602,
+   `data.reason` "budget_exceeded", `data.bound` "principal" or "total"); no held call is
+   dropped for it. A round continuing a call must come from the caller that started it (the
+   token's subject or client id, else the legacy session). A call waiting for the client
+   longer than `hold_timeout` seconds is cancelled (the backend is told by the client's
+   `notifications/cancelled`) and forgotten.
 4. A question the client did not declare it can answer is refused to the backend (-32601)
    rather than put to the client; the call goes on with the backend's reaction.
 5. The round's request being cancelled (the client gave up, or its connection closed)
@@ -40,7 +45,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel
 
 from ..inputs import ELICITATION_CREATE, InputRequest, InputRequiredResult
-from ..protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, McpError, invalid_params
+from ..protocol.errors import METHOD_NOT_FOUND, McpError, invalid_params
+from ..server.budgets import holder, refusal
 
 if TYPE_CHECKING:
     from ..server.context import RequestContext
@@ -50,13 +56,20 @@ STATE_PREFIX = "proxy:"
 
 
 def principal_of(ctx: RequestContext) -> str:
-    """Whose calls these are, for the per-principal bound (rule 3)."""
+    """Whose call this is, for a round continuing it (rule 3)."""
     token = ctx.auth
     if token is not None and (token.subject or token.client_id):
         return f"token:{token.subject or token.client_id}"
     if ctx.session is not None:
         return f"session:{id(ctx.session)}"
     return "anonymous"
+
+
+def holder_of(ctx: RequestContext) -> str:
+    """Who a held call counts against, for the bound per caller (rule 3)."""
+    resolver = ctx.server.options.principal
+    principal = resolver(ctx.transport_info) if resolver is not None else None
+    return holder(principal, ctx.transport_info)
 
 
 class Supports(Protocol):
@@ -77,9 +90,12 @@ def parse_state(state: str) -> tuple[str, str, int]:
 class HeldCall:
     """One backend `tools/call` in flight, and the questions it waits on."""
 
-    def __init__(self, call_id: str, principal: str, tool: str) -> None:
+    def __init__(self, call_id: str, principal: str, tool: str, holder: str = "") -> None:
         self.id = call_id
+        #: Who may continue the call (`principal_of`).
         self.principal = principal
+        #: Whom the call counts against (`holder_of`).
+        self.holder = holder
         self.tool = tool
         #: The round being served: where the backend's logs and progress go.
         self.ctx: RequestContext | None = None
@@ -139,20 +155,23 @@ class HeldCalls:
         self, ctx: RequestContext, tool: str, run: Callable[[HeldCall], Awaitable[Any]]
     ) -> HeldCall:
         """Hold a new call of `tool` and start `run(held)` (the backend call) in a task."""
-        principal = principal_of(ctx)
+        who = holder_of(ctx)
+        # The caller's own bound first: a caller past it hears that it is the one to wait.
+        if sum(1 for held in self.calls.values() if held.holder == who) >= self.max_per_principal:
+            raise refusal(
+                "proxied calls in flight",
+                self.max_per_principal,
+                "principal",
+                "let one of them finish (answer or cancel it), then call again",
+            )
         if len(self.calls) >= self.max_held:
-            raise McpError(
-                INTERNAL_ERROR,
-                f"the proxy holds {self.max_held} calls already (max_held): try again later",
+            raise refusal(
+                "proxied calls in flight",
+                self.max_held,
+                "total",
+                "try again in a moment, when calls of other callers have finished",
             )
-        mine = sum(1 for held in self.calls.values() if held.principal == principal)
-        if mine >= self.max_per_principal:
-            raise McpError(
-                INTERNAL_ERROR,
-                f"you have {mine} proxied calls in flight already "
-                f"(max_held_per_principal {self.max_per_principal}): finish one first",
-            )
-        held = HeldCall(secrets.token_urlsafe(12), principal, tool)
+        held = HeldCall(secrets.token_urlsafe(12), principal_of(ctx), tool, who)
         self.calls[held.id] = held
         held.task = asyncio.ensure_future(run(held))
         held.task.add_done_callback(lambda _: held.changed.set())
