@@ -3,13 +3,16 @@ behind a load balancer: a modern client's rounds alternate between them, and eac
 reaches the instance not holding the backend call is relayed to the one holding it. The
 backend (mcp 1.30 FastMCP, asking twice) runs its tool once. When the holding instance is
 killed (-9), a retry on the other gets a clear error at once, and nothing runs twice. Behind
-the shipped haproxy configuration (round-robin), clients of both eras are served.
+the shipped haproxy configuration (round-robin), clients of both eras are served. The same
+backend mounted in an mrtr server (`Server.mount` of a `ProxyBackend`), two instances of it
+sharing Redis: its rounds are relayed too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import secrets
 import signal
@@ -33,31 +36,40 @@ from redis_instance import RedisInstance, redis_instance
 pytestmark = pytest.mark.timeout(180)
 __all__ = ["redis_instance"]  # the fixture, used by name
 
-BACKEND = Path(__file__).resolve().parent / "servers" / "proxy_backend_mcp1.py"
+SERVERS = Path(__file__).resolve().parent / "servers"
+BACKEND = SERVERS / "proxy_backend_mcp1.py"
+HUB = SERVERS / "mount_proxy_server.py"
 SRC = str(Path(mrtr.__file__).resolve().parent.parent)
 
 
 @contextlib.contextmanager
 def two_proxies(
-    redis: RedisInstance, ledger: Path
+    redis: RedisInstance, ledger: Path, *, mounted: bool = False
 ) -> Iterator[list[tuple[str, subprocess.Popen[Any]]]]:
-    """Two proxy instances over HTTP, sharing Redis and a key: `(url, process)` each."""
+    """Two instances over HTTP, sharing Redis and a key: `(url, process)` each. Each is
+    `mrtr proxy -- <backend>`, or (`mounted`) `mrtr serve` of a hub mounting the backend at
+    `ev` (its tools named `ev_<name>`)."""
+    backend = [str(venv_python("mcp1")), str(BACKEND)]
     env = {
         **os.environ,
         "PYTHONPATH": SRC,
         "PROXY_LEDGER": str(ledger),
         "MRTR_STORE_URL": redis.url,
         "MRTR_REQUEST_STATE_KEY": secrets.token_urlsafe(32),
+        "MOUNT_EVERYTHING": json.dumps(backend),
     }
-    backend = [str(venv_python("mcp1")), str(BACKEND)]
+    if mounted:
+        command = [sys.executable, "-m", "mrtr", "serve", f"{HUB}:server"]
+    else:
+        command = [sys.executable, "-m", "mrtr", "proxy"]
     with contextlib.ExitStack() as stack:
         instances = []
         for _ in range(2):
             port = free_port()
-            command = [sys.executable, "-m", "mrtr", "proxy", "--transport", "http"]
+            argv = [*command, "--transport", "http", "--port", str(port)]
             process = stack.enter_context(
                 listening(
-                    [*command, "--port", str(port), "--", *backend],
+                    argv if mounted else [*argv, "--", *backend],
                     port,
                     env=env,
                     stderr=subprocess.DEVNULL,
@@ -90,12 +102,13 @@ def retry(first: dict[str, Any], params: dict[str, Any], content: dict[str, Any]
     }
 
 
+@pytest.mark.parametrize("mounted", [False, True], ids=["proxy", "mounted"])
 async def test_rounds_alternating_between_instances_reach_the_held_call(
-    tmp_path: Path, redis_instance: RedisInstance
+    tmp_path: Path, redis_instance: RedisInstance, mounted: bool
 ) -> None:
     ledger = tmp_path / "ledger"
-    params = {"name": "book", "arguments": {"item": "tent"}}
-    with two_proxies(redis_instance, ledger) as [(url_a, _), (url_b, _)]:
+    params = {"name": "ev_book" if mounted else "book", "arguments": {"item": "tent"}}
+    with two_proxies(redis_instance, ledger, mounted=mounted) as [(url_a, _), (url_b, _)]:
         async with client(url_a) as a, client(url_b) as b:
             first = await a.request("tools/call", params)
             assert first["resultType"] == "input_required"

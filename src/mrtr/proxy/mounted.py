@@ -15,8 +15,12 @@ does for its own `Server` (`gateway.py`), done for a prefix of another one. Rule
    meanwhile, never run again) and live on a legacy session. Prompts, reads and completions
    go to the backend's shared session. The outer server's auth applies; the backend's tools
    need no scopes of their own.
-4. Held calls live in this process: the rounds of one call must reach it (the outer server's
-   store does not relay them between instances, as `mrtr proxy` does).
+4. Held calls live in this process. Where the outer server has a shared store and broker
+   (`MRTR_STORE_URL`, or `ServerOptions.store` and `broker`), a round that reaches another
+   instance is relayed to this one (`relay.py`), as through `mrtr proxy`; the relay starts
+   with the first `tools/call` (the options are the outer server's, which a `Mountable` meets
+   in its requests) and stops with the outer server. Without them, the rounds of one call
+   must reach this process.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from ..protocol.errors import METHOD_NOT_FOUND, McpError
 from ..server.mount import KINDS, Mountable
 from .follow import follow
 from .proxy import LISTS, ProxyBackend
+from .relay import Relay
 
 if TYPE_CHECKING:
     from ..server.context import RequestContext
@@ -56,6 +61,9 @@ class MountedBackend:
         self.lists: dict[str, list[dict[str, Any]]] = {kind: [] for kind in _KIND.values()}
         self._changed: Callable[[str], None] = _nobody
         self._updated: Callable[[str], None] = _nobody
+        #: Whether the relay is settled for this run: started, or not wanted (rule 4).
+        self._relay_settled = False
+        self._relay_starting = asyncio.Lock()
 
     def listing(self, kind: str) -> list[dict[str, Any]]:
         """The backend's listings of `kind`, as last read (none before it started)."""
@@ -91,6 +99,10 @@ class MountedBackend:
             )
             yield self
         finally:
+            relay, backend.relay = backend.relay, None
+            self._relay_settled = False
+            if relay is not None:
+                await relay.stop()
             if watch is not None:
                 watch.cancel()
                 with contextlib.suppress(BaseException):
@@ -129,6 +141,8 @@ class MountedBackend:
         """See `Mountable.request` (rule 3)."""
         backend = self.backend
         if method == "tools/call":
+            if not self._relay_settled:
+                await self._start_relay(ctx)
             return await backend.call_tool(ctx, params["name"])
         if method == "prompts/get":
             prompt = await backend.get_prompt(params["name"], params.get("arguments"))
@@ -142,6 +156,20 @@ class MountedBackend:
             completion = await backend.complete(params["ref"], params["argument"], arguments or {})
             return {"completion": completion}
         raise McpError(METHOD_NOT_FOUND, f"a mounted backend does not serve {method}")
+
+    async def _start_relay(self, ctx: RequestContext) -> None:
+        """Start relaying rounds between instances if the outer server shares a store and a
+        broker (rule 4); once per run, whichever call comes first."""
+        async with self._relay_starting:
+            if self._relay_settled:
+                return
+            options = ctx.server.options
+            store, broker = options.store, options.broker
+            if store is not None and broker is not None:
+                relay = Relay(self.backend.held, store, broker)
+                await relay.start()
+                self.backend.relay = relay
+            self._relay_settled = True
 
 
 def _nobody(_: str) -> None:
