@@ -14,7 +14,7 @@ from joserfc.jwk import ECKey
 
 from mrtr import Client
 from mrtr.cli import main
-from mrtr.cli.call import command_line_oauth
+from mrtr.cli.sign_in import command_line_oauth
 from mrtr.client.auth import (
     ClientCredentials,
     ClientCredentialsGrant,

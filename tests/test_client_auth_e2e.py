@@ -210,3 +210,54 @@ async def test_an_expired_saved_token_without_refresh_means_a_new_sign_in(
     assert browser.visits == 1
     saved = Tokens.from_dict(await store.load(f"tokens {site.url}") or {})
     assert saved is not None and saved.access_token != "expired-token"
+
+
+COUNTING_BROWSER_SCRIPT = textwrap.dedent(
+    """
+    import sys, urllib.request
+    with open(sys.argv[2], "a") as visits:
+        visits.write("visit\\n")
+    with urllib.request.urlopen(sys.argv[1], timeout=10) as page:
+        page.read()
+    """
+)
+
+
+async def test_mrtr_proxy_signs_in_to_its_url_backend_once(site: Site, tmp_path: Path) -> None:
+    """`mrtr proxy URL` over stdio, its backend protected: the first run signs in through the
+    browser (as `mrtr call` does) and the proxy's client gets the backend's answers as the
+    signed-in user; the second run reuses the saved token, without a browser."""
+    site.auth_server.user = "ada"
+    script = tmp_path / "browser.py"
+    script.write_text(COUNTING_BROWSER_SCRIPT)
+    visits = tmp_path / "visits"
+    tokens = tmp_path / "tokens.json"
+    env = {**os.environ, "BROWSER": f"{sys.executable} {script} %s {visits}", "DISPLAY": ""}
+    args = ["-m", "mrtr", "proxy", "--token-file", str(tokens), site.url]
+    for _ in range(2):
+        async with Client.stdio(sys.executable, args, env=env) as proxied:
+            result = await asyncio.wait_for(proxied.call_tool("whoami", {}), 30)
+            assert text_of(result) == "ada"
+    assert visits.read_text().splitlines() == ["visit"]
+    assert stat.S_IMODE(os.stat(tokens).st_mode) == 0o600
+
+
+async def test_mrtr_proxy_refuses_sign_in_options_for_a_command_backend(tmp_path: Path) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "mrtr",
+        "proxy",
+        "--client-id",
+        "abc",
+        "--",
+        sys.executable,
+        "-c",
+        "pass",
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 2
+    assert "--client-id: a URL backend's sign-in, not a command's" in err.decode()

@@ -31,6 +31,7 @@ from ..transport.http_limits import (
 from .install import HOSTS
 from .proxy import PROXY_EPILOG as _PROXY_EPILOG
 from .proxy import add_proxy_options
+from .sign_in import add_sign_in_options, oauth_from_args
 
 _CALL_USAGE = """\
 mrtr call [options] URL TOOL [key=value ...]
@@ -190,22 +191,8 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
         metavar="NAME=VALUE",
         help="an HTTP header to send with every request (HTTP only); repeatable",
     )
-    oauth = call.add_argument_group(
-        "authorization (HTTP servers answering 401: sign in through the browser)"
-    )
-    oauth.add_argument("--client-id", help="a client id registered with the server's OAuth")
-    oauth.add_argument("--client-secret", help="the secret of --client-id, if it has one")
-    oauth.add_argument(
-        "--issuer",
-        metavar="URL",
-        help="the authorization server --client-id is registered at, as its metadata names "
-        "itself (needed with --client-secret: the secret is sent to that server only)",
-    )
-    oauth.add_argument("--scope", help="the scopes to ask for (default: what the server names)")
-    oauth.add_argument(
-        "--token-file",
-        metavar="PATH",
-        help="where tokens are kept (default ~/.mrtr/tokens.json, readable by you only)",
+    add_sign_in_options(
+        call, "authorization (HTTP servers answering 401: sign in through the browser)"
     )
 
     for name, text, description in _DESCRIBE:
@@ -534,14 +521,7 @@ def _install(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def _call(parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str]) -> int:
-    from .call import (
-        CallCommand,
-        command_line_oauth,
-        forward_server_stderr,
-        is_url,
-        parse_arguments,
-        parse_headers,
-    )
+    from .call import CallCommand, forward_server_stderr, is_url, parse_arguments, parse_headers
     from .responder import roots_from_paths
 
     words: list[str] = args.words
@@ -587,13 +567,7 @@ def _call(parser: argparse.ArgumentParser, args: argparse.Namespace, command: li
         parser.error(str(exc))
     # OAuth only steps in on a 401, and not at all for a caller who brings its own token.
     if url is not None and "authorization" not in {name.lower() for name in call.headers}:
-        call.auth = command_line_oauth(
-            client_id=args.client_id,
-            client_secret=args.client_secret,
-            issuer=args.issuer,
-            scope=args.scope,
-            token_file=args.token_file,
-        )
+        call.auth = oauth_from_args(args, "mrtr call")
     if command:
         forward_server_stderr()
     return asyncio.run(call.run())

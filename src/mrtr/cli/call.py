@@ -8,9 +8,9 @@ The server is an `http(s)://` URL (Streamable HTTP) or a command to spawn (stdio
 are `key=value` words whose values are read as JSON when they parse (`n=3` is 3, `ok=true` is
 True, `tags=["a"]` a list) and as plain strings otherwise (`name=bob`).
 
-A protected HTTP server (401) is authorized with OAuth: the authorization URL is printed and
-opened in a browser, the redirect comes back to a listener on 127.0.0.1, and the tokens are
-kept (mode 0600) in `~/.mrtr/tokens.json`, so the next call signs in no more.
+A protected HTTP server (401) is authorized with OAuth (`sign_in.py`): the authorization URL is
+printed and opened in a browser, and the tokens are kept in `~/.mrtr/tokens.json`, so the next
+call signs in no more.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import shlex
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..client.client import Client, InputHandlerError
@@ -35,9 +34,6 @@ from .terminal import Console, TextConsole, question_sink
 
 if TYPE_CHECKING:
     from ..client.auth import OAuth
-
-#: Where `mrtr call` keeps tokens and client registrations (override: --token-file).
-DEFAULT_TOKEN_FILE = Path("~/.mrtr/tokens.json")
 
 
 def is_url(word: str) -> bool:
@@ -199,34 +195,8 @@ def _task_reporter(err: TextIO, notices: Notices) -> Callable[[DetailedTask], No
     return report
 
 
-def command_line_oauth(
-    *,
-    client_id: str | None = None,
-    client_secret: str | None = None,
-    issuer: str | None = None,
-    scope: str | None = None,
-    token_file: str | None = None,
-) -> OAuth:
-    """The OAuth of `mrtr call`: a person signs in through the browser (the redirect comes
-    back to 127.0.0.1), as a pre-registered client when given one (used at `issuer` only),
-    else one registered dynamically; tokens live in `token_file` (default
-    `~/.mrtr/tokens.json`, mode 0600)."""
-    from ..client.auth import ClientCredentials, FileTokenStore, LoopbackRedirectHandler, OAuth
-
-    path = Path(token_file) if token_file else DEFAULT_TOKEN_FILE
-    client = ClientCredentials(client_id, client_secret, issuer=issuer) if client_id else None
-    return OAuth(
-        LoopbackRedirectHandler(),
-        client=client,
-        client_name="mrtr call",
-        scope=scope,
-        store=FileTokenStore(path.expanduser()),
-    )
-
-
 __all__ = [
     "CallCommand",
-    "command_line_oauth",
     "forward_server_stderr",
     "is_url",
     "parse_arguments",

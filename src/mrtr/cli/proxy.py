@@ -1,8 +1,8 @@
 """`mrtr proxy`: the options of a proxy and the `Server` they describe (`mrtr.proxy`).
 
 The serving options are `mrtr serve`'s (transport, address, limits, and the `MRTR_*`
-settings, auth included); these add the backend's: its headers (a URL), how many backend
-sessions, and the bounds of the calls held between rounds.
+settings, auth included); these add the backend's: its headers and sign-in (a URL), how many
+backend sessions, and the bounds of the calls held between rounds.
 """
 
 from __future__ import annotations
@@ -11,6 +11,9 @@ import argparse
 import logging
 import sys
 from typing import TYPE_CHECKING
+
+from .sign_in import OPTIONS as SIGN_IN_OPTIONS
+from .sign_in import add_sign_in_options, oauth_from_args
 
 if TYPE_CHECKING:
     from ..server.server import Server
@@ -26,6 +29,13 @@ call is held in this process meanwhile, never run twice), and as a request to a 
 Each tools/call has a backend session to itself while it runs, so the backend's questions
 are routed to it: --sessions 1 (the default) keeps a stateful stdio server to one process,
 its calls one at a time; more run that many calls at once.
+
+A URL backend answering 401 is signed in to with OAuth, as by `mrtr call`: the authorization
+URL is printed to stderr and opened in a browser, and the tokens are kept in
+~/.mrtr/tokens.json (shared with `mrtr call`), so a person signs in once per server. A
+proxy started by a host signs in when it starts: sign in from a terminal first (`mrtr call`,
+or this command) where the host cannot show the browser. An Authorization --header turns
+sign-in off.
 
 examples:
   mrtr proxy -- npx -y @modelcontextprotocol/server-everything
@@ -76,11 +86,18 @@ def add_proxy_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="calls in flight at once per caller (its principal, else its address; default 10)",
     )
+    add_sign_in_options(
+        parser,
+        "the backend's authorization (a URL backend answering 401: sign in through the "
+        "browser, once)",
+    )
 
 
 def proxy_from_args(args: argparse.Namespace, command: list[str]) -> Server:
     """The proxy `Server` the options describe; `ProxyUsageError` naming a bad option."""
-    from ..proxy import BackendTarget, ProxyBackend, proxy_server  # not on every command's path
+    # Not on every command's path.
+    from ..client.options import ClientOptions
+    from ..proxy import BackendTarget, ProxyBackend, proxy_server
 
     headers: dict[str, str] = {}
     for pair in args.header:
@@ -90,6 +107,10 @@ def proxy_from_args(args: argparse.Namespace, command: list[str]) -> Server:
         headers[name.strip()] = value
     if headers and args.url is None:
         raise ProxyUsageError("--header applies to a URL backend only")
+    signs_in = [name for name in SIGN_IN_OPTIONS if getattr(args, name) is not None]
+    if signs_in and args.url is None:
+        given = ", ".join("--" + name.replace("_", "-") for name in signs_in)
+        raise ProxyUsageError(f"{given}: a URL backend's sign-in, not a command's")
     if args.sessions < 1:
         raise ProxyUsageError(f"--sessions {args.sessions}: give at least 1")
     if not args.hold_timeout > 0:
@@ -97,7 +118,11 @@ def proxy_from_args(args: argparse.Namespace, command: list[str]) -> Server:
     if args.max_held < 1 or args.max_held_per_principal < 1:
         raise ProxyUsageError("--max-held and --max-held-per-principal: give at least 1")
     if args.url is not None:
-        target = BackendTarget(url=args.url, headers=headers or None)
+        # OAuth only steps in on a 401, and not at all for a backend given its own token.
+        options = None
+        if "authorization" not in {name.lower() for name in headers}:
+            options = ClientOptions(auth=oauth_from_args(args, "mrtr proxy"))
+        target = BackendTarget(url=args.url, headers=headers or None, options=options)
     else:
         target = BackendTarget(command=command[0], args=tuple(command[1:]))
     backend = ProxyBackend(
