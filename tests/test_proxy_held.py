@@ -29,7 +29,7 @@ from interop.peers import venv_python
 from loopback_process import free_port, listening
 from mrtr import Client, ClientOptions, ElicitResult
 from mrtr.client.options import RoundInfo
-from mrtr.protocol.errors import INVALID_PARAMS, McpError
+from mrtr.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -212,6 +212,38 @@ async def test_calls_held_per_caller_are_bounded(tmp_path: Path) -> None:
             booked = await asyncio.wait_for(booking, 30)
             assert booked.content[0].text == "booked a large a"  # type: ignore[union-attr]
         assert runs(ledger) == ["run a", "run b"]
+
+
+async def test_a_call_finding_every_session_taken_is_refused_after_the_wait(
+    tmp_path: Path,
+) -> None:
+    """With the one backend session held by a call waiting for its client's answer, another
+    call waits `--session-wait` seconds, then is told the backend is busy and that nothing
+    ran (so it may be sent again); once the first call ends, the same call succeeds."""
+    ledger = tmp_path / "ledger"
+    asked, release = asyncio.Event(), asyncio.Event()
+
+    async def answer_later(params: Any) -> ElicitResult:
+        asked.set()
+        await release.wait()
+        return answer(params)
+
+    options = ClientOptions(protocol="modern")
+    with proxy(ledger, "--session-wait", "1") as url:
+        async with Client.http(url, options=options, elicitation_handler=answer_later) as connected:
+            booking = asyncio.ensure_future(connected.call_tool("book", {"item": "a"}))
+            await asyncio.wait_for(asked.wait(), 30)
+            with pytest.raises(McpError) as busy:
+                await asyncio.wait_for(connected.request("tools/call", {"name": "pid"}), 20)
+            assert busy.value.code == INTERNAL_ERROR
+            assert "the backend is busy: its 1 session(s) stayed taken" in busy.value.message
+            assert busy.value.data == {"mayHaveRun": False}
+            release.set()
+            booked = await asyncio.wait_for(booking, 30)
+            assert booked.content[0].text == "booked a large a"  # type: ignore[union-attr]
+            pid = await asyncio.wait_for(connected.call_tool("pid"), 20)
+            assert pid.content[0].text.isdigit()  # type: ignore[union-attr]
+    assert runs(ledger) == ["run a"]
 
 
 async def test_a_backend_killed_mid_call_fails_the_call_clearly_and_is_restarted(

@@ -28,7 +28,9 @@ call is held in this process meanwhile, never run twice), and as a request to a 
 
 Each tools/call has a backend session to itself while it runs, so the backend's questions
 are routed to it: --sessions 1 (the default) keeps a stateful stdio server to one process,
-its calls one at a time; more run that many calls at once.
+its calls one at a time; more run that many calls at once. A call that finds every session
+taken (by calls waiting for their clients' answers, say) for --session-wait seconds is
+refused, saying the backend is busy, and may be sent again.
 
 A URL backend answering 401 is signed in to with OAuth, as by `mrtr call`: the authorization
 URL is printed to stderr and opened in a browser, and the tokens are kept in
@@ -64,6 +66,14 @@ def add_proxy_options(parser: argparse.ArgumentParser) -> None:
         default=1,
         metavar="N",
         help="backend sessions, one per tools/call running at once (default 1)",
+    )
+    group.add_argument(
+        "--session-wait",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long a tools/call waits for a free backend session before it is refused "
+        "(default 30)",
     )
     group.add_argument(
         "--hold-timeout",
@@ -113,6 +123,8 @@ def proxy_from_args(args: argparse.Namespace, command: list[str]) -> Server:
         raise ProxyUsageError(f"{given}: a URL backend's sign-in, not a command's")
     if args.sessions < 1:
         raise ProxyUsageError(f"--sessions {args.sessions}: give at least 1")
+    if not args.session_wait > 0:
+        raise ProxyUsageError(f"--session-wait {args.session_wait}: give seconds above 0")
     if not args.hold_timeout > 0:
         raise ProxyUsageError(f"--hold-timeout {args.hold_timeout}: give seconds above 0")
     if args.max_held < 1 or args.max_held_per_principal < 1:
@@ -131,6 +143,7 @@ def proxy_from_args(args: argparse.Namespace, command: list[str]) -> Server:
         max_held=args.max_held,
         max_held_per_principal=args.max_held_per_principal,
         hold_timeout=args.hold_timeout,
+        session_wait=args.session_wait,
     )
     return proxy_server(backend, name=args.name)
 

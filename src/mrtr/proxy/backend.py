@@ -9,7 +9,11 @@ Rules:
    (`BackendPool.lease`): a question the backend asks on that session (`elicitation/create`,
    `sampling/createMessage`, `roots/list`) can only be for that call, since nothing on the
    wire names the call a legacy server's request belongs to. Lists, reads, prompts and
-   completions share the first session and never wait for a lease.
+   completions share the first session and never wait for a lease. A call waits at most
+   `session_wait` seconds for a free session: all of them may be held by calls waiting for
+   their clients' answers (for up to the hold timeout), so past that wait it is refused with
+   -32603 saying the backend is busy, `data.mayHaveRun` false (nothing reached the backend:
+   it may be sent again), rather than left waiting unseen.
 2. A session whose connection failed (the process exited, the connection closed) is closed
    and opened again when next needed; a stdio backend that exited while idle is started
    again before a request is sent, so that request does not fail. Reopening after a failure
@@ -277,9 +281,12 @@ class BackendPool:
         target: Target,
         sessions: int,
         make_handlers: Callable[[BackendSession], Mapping[str, Any]],
+        session_wait: float = 30.0,
     ) -> None:
         if sessions < 1:
             raise ValueError(f"a proxy needs at least 1 backend session, not {sessions}")
+        if not session_wait > 0:
+            raise ValueError(f"session_wait must be positive seconds, not {session_wait!r}")
         if isinstance(target, ClientTarget) and sessions != 1:
             raise ValueError(
                 f"a backend given as a Client has one session, not {sessions}: give "
@@ -289,6 +296,7 @@ class BackendPool:
         self._backoff = Backoff()
         self._make_handlers = make_handlers
         self._size = sessions
+        self.session_wait = session_wait
         self._sessions: list[BackendSession] = []
         self._free = asyncio.Condition()
 
@@ -306,7 +314,27 @@ class BackendPool:
 
     @contextlib.asynccontextmanager
     async def lease(self) -> AsyncIterator[BackendSession]:
-        """A session to one `tools/call` alone, waiting for one to be free."""
+        """A session to one `tools/call` alone, waiting up to `session_wait` seconds for one
+        to be free (rule 1)."""
+        try:
+            session = await asyncio.wait_for(self._take(), self.session_wait)
+        except TimeoutError:
+            raise McpError(
+                INTERNAL_ERROR,
+                f"the backend is busy: its {self._size} session(s) stayed taken by calls in "
+                f"progress (some may be waiting for their clients' answers) for "
+                f"{self.session_wait:g} s; try again later (the proxy's --sessions sets how "
+                "many calls run at once)",
+                {"mayHaveRun": False},
+            ) from None
+        try:
+            yield session
+        finally:
+            session.lease.release()
+            async with self._free:
+                self._free.notify()
+
+    async def _take(self) -> BackendSession:
         async with self._free:
             while True:
                 for session in self._sessions:
@@ -319,13 +347,7 @@ class BackendPool:
                         await self._free.wait()
                         continue
                 await session.lease.acquire()
-                break
-        try:
-            yield session
-        finally:
-            session.lease.release()
-            async with self._free:
-                self._free.notify()
+                return session
 
     async def close(self) -> None:
         """Close every session."""

@@ -49,8 +49,9 @@ class ProxyBackend:
     `target`: where the backend is (`BackendTarget`, or a URL, or a command line as a list),
     or a `Client` to it (`ClientTarget`: one session). `sessions`: the most backend sessions
     (one per concurrent `tools/call`; 1 keeps a stateful stdio server to one process).
-    `max_held`, `max_held_per_principal`, `hold_timeout`: the bounds of held calls (see
-    `mrtr.proxy.held`).
+    `session_wait`: how long a call waits for a free session before it is refused (see
+    `mrtr.proxy.backend`). `max_held`, `max_held_per_principal`, `hold_timeout`: the bounds
+    of held calls (see `mrtr.proxy.held`).
     """
 
     def __init__(
@@ -61,13 +62,14 @@ class ProxyBackend:
         max_held: int = 100,
         max_held_per_principal: int = 10,
         hold_timeout: float = 600.0,
+        session_wait: float = 30.0,
     ) -> None:
         if isinstance(target, str):
             target = BackendTarget.parse([target])
         elif isinstance(target, list):
             target = BackendTarget.parse(target)
         self.target: Target = ClientTarget(target) if isinstance(target, Client) else target
-        self.pool = BackendPool(self.target, sessions, self._handlers)
+        self.pool = BackendPool(self.target, sessions, self._handlers, session_wait)
         self.held = HeldCalls(max_held, max_held_per_principal, hold_timeout)
         #: Carries retries between instances sharing a store and broker (`relay.py`); set
         #: while the proxy runs with both.
