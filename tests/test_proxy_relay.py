@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import mrtr
@@ -119,6 +120,59 @@ async def test_rounds_alternating_between_instances_reach_the_held_call(
             done = await b.request("tools/call", retry(second, params, {"ok": True}))
     assert done["content"][0]["text"] == "booked a small tent"
     assert ledger.read_text().splitlines() == ["run tent"]
+
+
+async def test_a_relayed_rounds_logs_and_progress_reach_the_client_in_order(
+    tmp_path: Path, redis_instance: RedisInstance
+) -> None:
+    """The backend logs and reports progress in a round that reached the instance not holding
+    its call: both reach the client on that round's stream, before the result."""
+    ledger = tmp_path / "ledger"
+    params = {"name": "survey", "arguments": {}}
+    with two_proxies(redis_instance, ledger) as [(url_a, _), (url_b, _)]:
+        async with client(url_a) as a:
+            first = await a.request("tools/call", params)
+        answered = retry(first, params, {"ok": True})
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+            "io.modelcontextprotocol/logLevel": "debug",
+            "progressToken": "survey-1",
+        }
+        body = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {**answered, "_meta": meta},
+        }
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "mcp-method": "tools/call",
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-name": "survey",
+        }
+        async with httpx.AsyncClient(timeout=30) as http:
+            response = await http.post(url_b, json=body, headers=headers)
+    assert response.headers["content-type"].startswith("text/event-stream"), response.text
+    messages = [
+        json.loads(line.removeprefix("data:"))
+        for line in response.text.splitlines()
+        if line.startswith("data:") and line.removeprefix("data:").strip()
+    ]
+    assert [m.get("method", "result") for m in messages] == [
+        "notifications/message",
+        "notifications/progress",
+        "result",
+    ], messages
+    assert messages[0]["params"]["data"] == "thanks for the rating (accept)"
+    assert messages[1]["params"] == {
+        "progressToken": "survey-1",
+        "progress": 1,
+        "total": 1,
+        "message": "rated",
+    }
+    assert messages[2]["result"]["content"][0]["text"] == "rated"
 
 
 async def test_a_killed_holding_instance_gives_a_clear_error_on_the_other(

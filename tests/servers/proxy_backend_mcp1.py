@@ -2,8 +2,9 @@
 
 Run with the mcp 1.30 peer's interpreter. `book` asks twice (`ctx.elicit`) and writes one line
 to the ledger file named by `PROXY_LEDGER` each time it runs, so a test can tell that the
-proxy ran it once however many rounds its client took. `pid` and `wait` let a test kill the
-process mid-call.
+proxy ran it once however many rounds its client took. `survey` asks once, then logs and
+reports progress, for a test to see them reach the client. `pid` and `wait` let a test kill
+the process mid-call.
 """
 
 import asyncio
@@ -39,6 +40,15 @@ async def book(item: str, ctx: Context) -> str:  # type: ignore[type-arg]
     if confirm.action != "accept" or not confirm.data.ok:
         return "not booked"
     return f"booked a {size.data.size} {item}"
+
+
+@server.tool()
+async def survey(ctx: Context) -> str:  # type: ignore[type-arg]
+    """Ask for a rating, then say thanks in a log message and a progress notification."""
+    rating = await ctx.elicit("Rate the service?", schema=Confirm)
+    await ctx.info(f"thanks for the rating ({rating.action})")
+    await ctx.report_progress(1, 1, "rated")
+    return "rated"
 
 
 @server.tool()

@@ -72,6 +72,21 @@ def holder_of(ctx: RequestContext) -> str:
     return holder(principal, ctx.transport_info)
 
 
+class RoundListener(Protocol):
+    """Who hears a held call's logs and progress during a round: the round's context, or, for
+    a round relayed from another instance, what carries them back there (`relay.py`)."""
+
+    def log(self, level: str, data: Any, logger: str | None = None) -> Awaitable[None]:
+        """A log message of the backend's."""
+        ...
+
+    def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> Awaitable[None]:
+        """A progress notification of the backend's."""
+        ...
+
+
 class Supports(Protocol):
     """Whether the client declared what a question of `method` needs."""
 
@@ -98,7 +113,7 @@ class HeldCall:
         self.holder = holder
         self.tool = tool
         #: The round being served: where the backend's logs and progress go.
-        self.ctx: RequestContext | None = None
+        self.ctx: RoundListener | None = None
         #: Moves on each time the client is asked (rule 2).
         self.step = 0
         #: Questions the backend asked that the client has not been shown yet.
@@ -229,10 +244,13 @@ class HeldCalls:
             self._forget(held)
             raise
 
-    async def advance(self, held: HeldCall, supports: Supports) -> Any:
+    async def advance(
+        self, held: HeldCall, supports: Supports, listener: RoundListener | None = None
+    ) -> Any:
         """Run `held` on, for a round served by another instance (`relay.py`): its result,
-        or its next questions; the call is forgotten when it ends or fails."""
-        held.ctx = None  # its logs and progress have no stream here
+        or its next questions; the call is forgotten when it ends or fails. The round's logs
+        and progress go to `listener`."""
+        held.ctx = listener
         try:
             while True:
                 task = held.task

@@ -16,7 +16,11 @@ A held call lives in one process (`held.py`). Instances sharing a store and a br
    nobody took the round within `TAKE_TIMEOUT` seconds, or the claim lapsed without an
    outcome (A stopped: a kill -9 included), B answers -32603 saying the instance holding the
    call is gone and to call the tool again. Nothing is run again: the backend call died with A.
-4. The round's logs and progress stay on A, which has no stream to the client.
+4. The backend's logs and progress during the round go from A to B on B's channel, each
+   counted (`note <round> <JSON>`), and B passes them on to the client in order, on the
+   retry's stream. The outcome says how many A sent: B answers once it has passed them all
+   on (the broker and the store are two paths, so the outcome may arrive first), or after
+   `NOTE_WAIT` seconds at most.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..inputs import InputRequest, InputRequiredResult
 from ..protocol.errors import INTERNAL_ERROR, McpError
+from ..protocol.meta import LOG_LEVEL_RANK
 from ..protocol.types import CallToolResult
 from ..server.context import supports
 from .held import HeldCalls, principal_of
@@ -47,6 +52,8 @@ TAKE_TIMEOUT = 5.0
 CLAIM_TTL = 3.0
 #: The longest pause between two looks at the store for an outcome.
 MAX_POLL = 0.5
+#: Seconds an outcome waits for the round's logs and progress still on their way (rule 4).
+NOTE_WAIT = 2.0
 
 
 def channel(instance: str) -> str:
@@ -64,6 +71,7 @@ class Relay:
         self.broker = broker
         self._ttl = held.hold_timeout + 60.0
         self._waiting: dict[str, asyncio.Event] = {}
+        self._notes: dict[str, _Notes] = {}
         self._serving: set[asyncio.Task[None]] = set()
         self._unsubscribe: Any = None
 
@@ -84,7 +92,12 @@ class Relay:
 
     def _heard(self, message: bytes) -> None:
         kind, _, key = message.decode(errors="replace").partition(" ")
-        if kind == "serve":
+        if kind == "note":
+            key, _, body = key.partition(" ")
+            notes = self._notes.get(key)
+            if notes is not None:
+                notes.hear(body)
+        elif kind == "serve":
             task = asyncio.ensure_future(self._serve(key))
             self._serving.add(task)
             task.add_done_callback(self._serving.discard)
@@ -103,12 +116,17 @@ class Relay:
             "capabilities": ctx.client_capabilities,
         }
         woken = self._waiting[key] = asyncio.Event()
+        notes = self._notes[key] = _Notes(ctx)
         try:
             if await self.store.add(f"{key}/ask", json.dumps(ask).encode(), self._ttl):
                 self.broker.publish(channel(instance), f"serve {key}".encode())
             outcome = await self._outcome(key, woken)
+            sent = outcome.get("notes")
+            await notes.passed_on(sent if type(sent) is int else 0)
         finally:
             self._waiting.pop(key, None)
+            self._notes.pop(key, None)
+            notes.stop()
         return _decoded(outcome)
 
     async def _outcome(self, key: str, woken: asyncio.Event) -> dict[str, Any]:
@@ -141,6 +159,7 @@ class Relay:
         if not await self.store.add(claim, self.held.instance.encode(), CLAIM_TTL):
             return  # taken already
         renew = asyncio.ensure_future(self._renew(claim))
+        heard: _SentBack | None = None
         try:
             raw = await self.store.get(f"{key}/ask")
             ask = json.loads(raw) if raw is not None else {}
@@ -149,12 +168,18 @@ class Relay:
                     call_id, int(step_text), ask.get("principal", ""), ask.get("responses", {})
                 )
                 check = functools.partial(supports, ask.get("capabilities") or {})
-                outcome = _encoded(await self.held.advance(held, check))
+                sender = ask.get("from")
+                if isinstance(sender, str):
+                    heard = _SentBack(self.broker, channel(sender), key)
+                outcome = _encoded(await self.held.advance(held, check, heard))
             except McpError as exc:
                 outcome = {"error": exc.to_error()}
             except Exception:
                 logger.exception("serving a relayed round of %s failed", call_id)
                 outcome = {"error": {"code": INTERNAL_ERROR, "message": "the proxied call failed"}}
+            if heard is not None:
+                heard.stop()
+                outcome["notes"] = heard.sent
             await self.store.set(f"{key}/outcome", json.dumps(outcome).encode(), self._ttl)
             sender = ask.get("from")
             if isinstance(sender, str):
@@ -166,6 +191,81 @@ class Relay:
         while True:
             await asyncio.sleep(CLAIM_TTL / 3)
             await self.store.set(claim, self.held.instance.encode(), CLAIM_TTL)
+
+
+class _SentBack:
+    """A relayed round's logs and progress, sent to the instance serving its request (rule 4);
+    the `RoundListener` of the held call while the round runs here."""
+
+    def __init__(self, broker: Broker, to: str, key: str) -> None:
+        self._broker = broker
+        self._to = to
+        self._prefix = f"note {key} ".encode()
+        self._open = True
+        #: How many were sent.
+        self.sent = 0
+
+    async def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        self._send({"log": [level, data, logger]})
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        self._send({"progress": [progress, total, message]})
+
+    def _send(self, note: dict[str, Any]) -> None:
+        if self._open:  # a note after the outcome was counted would never be waited for
+            self.sent += 1
+            self._broker.publish(self._to, self._prefix + json.dumps(note).encode())
+
+    def stop(self) -> None:
+        """The round is over: what the backend says now is nobody's to hear."""
+        self._open = False
+
+
+class _Notes:
+    """A relayed round's logs and progress, as they come from the holding instance, passed on
+    in order to the round's context (rule 4)."""
+
+    def __init__(self, ctx: RequestContext) -> None:
+        self._ctx = ctx
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._moved = asyncio.Event()
+        self._task = asyncio.ensure_future(self._pass())
+        #: How many were passed on.
+        self.passed = 0
+
+    def hear(self, body: str) -> None:
+        self._queue.put_nowait(body)
+
+    async def _pass(self) -> None:
+        ctx = self._ctx
+        while True:
+            body = await self._queue.get()
+            try:
+                note = json.loads(body)
+                if "log" in note:
+                    level, data, name = note["log"]
+                    level = level if level in LOG_LEVEL_RANK else "info"
+                    await ctx.log(level, data, name if isinstance(name, str) else None)
+                elif "progress" in note:
+                    progress, total, message = note["progress"]
+                    await ctx.report_progress(progress, total, message)
+            except Exception:  # a malformed note, or a closed stream: the round goes on
+                logger.debug("a relayed round's note was not passed on", exc_info=True)
+            self.passed += 1
+            self._moved.set()
+
+    async def passed_on(self, count: int) -> None:
+        """Wait until `count` notes were passed on, `NOTE_WAIT` seconds at most."""
+        deadline = time.monotonic() + NOTE_WAIT
+        while self.passed < count and (left := deadline - time.monotonic()) > 0:
+            self._moved.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._moved.wait(), left)
+
+    def stop(self) -> None:
+        self._task.cancel()
 
 
 def _encoded(value: Any) -> dict[str, Any]:
