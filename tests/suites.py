@@ -38,6 +38,7 @@ UNIT = frozenset(
         "test_mrtr_server.py",
         "test_once_journal.py",
         "test_proxy_cli.py",
+        "test_proxy_relay_notes.py",
         "test_questions_as_coroutines.py",
         "test_redemption.py",
         "test_replay_engine.py",

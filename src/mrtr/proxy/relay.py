@@ -20,7 +20,8 @@ A held call lives in one process (`held.py`). Instances sharing a store and a br
    counted (`note <round> <JSON>`), and B passes them on to the client in order, on the
    retry's stream. The outcome says how many A sent: B answers once it has passed them all
    on (the broker and the store are two paths, so the outcome may arrive first), or after
-   `NOTE_WAIT` seconds at most.
+   `NOTE_WAIT` seconds at most. B queues at most `MAX_NOTES` of them for a client slower
+   than the backend; past that it drops the newest, and logs that it did.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ CLAIM_TTL = 3.0
 MAX_POLL = 0.5
 #: Seconds an outcome waits for the round's logs and progress still on their way (rule 4).
 NOTE_WAIT = 2.0
+#: Logs and progress of one relayed round queued at once for the client (rule 4).
+MAX_NOTES = 1000
 
 
 def channel(instance: str) -> str:
@@ -163,12 +166,12 @@ class Relay:
         try:
             raw = await self.store.get(f"{key}/ask")
             ask = json.loads(raw) if raw is not None else {}
+            sender = ask.get("from")
             try:
                 held = self.held.resume(
                     call_id, int(step_text), ask.get("principal", ""), ask.get("responses", {})
                 )
                 check = functools.partial(supports, ask.get("capabilities") or {})
-                sender = ask.get("from")
                 if isinstance(sender, str):
                     heard = _SentBack(self.broker, channel(sender), key)
                 outcome = _encoded(await self.held.advance(held, check, heard))
@@ -181,7 +184,6 @@ class Relay:
                 heard.stop()
                 outcome["notes"] = heard.sent
             await self.store.set(f"{key}/outcome", json.dumps(outcome).encode(), self._ttl)
-            sender = ask.get("from")
             if isinstance(sender, str):
                 self.broker.publish(channel(sender), f"done {key}".encode())
         finally:
@@ -232,11 +234,23 @@ class _Notes:
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._moved = asyncio.Event()
         self._task = asyncio.ensure_future(self._pass())
-        #: How many were passed on.
+        #: How many were passed on (dropped ones included: rule 4).
         self.passed = 0
+        self.dropped = 0
 
     def hear(self, body: str) -> None:
-        self._queue.put_nowait(body)
+        if self._queue.qsize() < MAX_NOTES:
+            self._queue.put_nowait(body)
+            return
+        if not self.dropped:
+            logger.warning(
+                "a relayed round's client is %d log and progress messages behind: dropping "
+                "the newest",
+                MAX_NOTES,
+            )
+        self.dropped += 1
+        self.passed += 1  # nothing more of it will come: waiting for it would only delay
+        self._moved.set()
 
     async def _pass(self) -> None:
         ctx = self._ctx
