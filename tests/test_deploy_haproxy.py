@@ -3,7 +3,9 @@
 * a live question on a legacy session's SSE stream reaches the client at once (without
   `option http-no-delay` haproxy holds each event for the kernel's ~200 ms);
 * a client that disconnects mid-request cancels the handler on the instance (without
-  `option abortonclose` the handler runs on to its end).
+  `option abortonclose` the handler runs on to its end);
+* the instance counts each client by its own address, not haproxy's (`option forwardfor`),
+  and an `X-Forwarded-For` the client sends itself changes nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from cluster import Cluster, haproxy_binary, write_config
@@ -115,3 +118,38 @@ async def test_a_client_that_disconnects_cancels_the_handler(
         sock.close()
     # haproxy passes the client's close on: the instance cancels the handler.
     await asyncio.to_thread(wait_for_file, workdir / "gone.cancelled", "the handler was cancelled")
+
+
+@pytest.mark.parametrize("claimed", [None, "10.9.9.9"], ids=["plain", "spoofing"])
+async def test_the_instance_sees_each_clients_own_address(
+    single: Cluster, claimed: str | None
+) -> None:
+    """A client on 127.0.0.2 reaches the instance through haproxy (on 127.0.0.1): the server
+    sees 127.0.0.2, whatever `X-Forwarded-For` the client itself sent."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "caller",
+            "arguments": {},
+            "_meta": {
+                meta_keys.PROTOCOL_VERSION: LATEST_PROTOCOL_VERSION,
+                meta_keys.CLIENT_INFO: {"name": "deploy-test", "version": "1"},
+                meta_keys.CLIENT_CAPABILITIES: {},
+            },
+        },
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": LATEST_PROTOCOL_VERSION,
+        "mcp-method": "tools/call",
+        "mcp-name": "caller",
+    }
+    if claimed is not None:
+        headers["x-forwarded-for"] = claimed
+    transport = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
+    async with httpx.AsyncClient(transport=transport, timeout=GUARD) as http:
+        response = await http.post(single.url, json=body, headers=headers)
+    assert response.status_code == 200, response.text
+    assert response.json()["result"]["content"][0]["text"] == "127.0.0.2", response.text

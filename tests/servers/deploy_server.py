@@ -1,8 +1,9 @@
 """A server for the deployment tests (`tests/test_deploy_haproxy.py`, `tests/test_drain.py`).
 
-`stamped` asks the client live, its question carrying the server's `time.monotonic()` at
-the moment it asks (the clock is the machine's, shared by processes), so a client can tell
-how long the question took to reach it. `hold` and `wait_for` coordinate through files in
+`caller` names the address the server sees the request come from. `stamped` asks the client
+live, its question carrying the server's `time.monotonic()` at the moment it asks (the clock
+is the machine's, shared by processes), so a client can tell how long the question took to
+reach it. `hold` and `wait_for` coordinate through files in
 the directory `MRTR_TEST_DIR` names: `hold` marks that it started, then waits until it is
 cancelled and marks that; `wait_for` marks that it started and returns once a given file
 exists. Built without `options=`, so `mrtr serve` configures it from the `MRTR_*` variables.
@@ -38,6 +39,12 @@ def _exists(name: str) -> bool:
 async def whoami() -> int:
     """The id of the process that served this request."""
     return os.getpid()
+
+
+@server.tool()
+async def caller(ctx: RequestContext) -> str:
+    """The address this request came from, as the server counts its caller."""
+    return str(ctx.transport_info["client"][0])
 
 
 @server.tool()

@@ -8,8 +8,8 @@ ever given up to make room. Idle things still end by their own expiry.
 
 The principal a bound counts against (`holder`) is the authenticated caller
 (`ServerOptions.principal`) when there is one; otherwise the remote address of the
-connection (behind a proxy every caller shares the proxy's address, so give the server a
-`principal` there); otherwise (stdio, in-process) the one local peer.
+connection (behind a balancer, the client's as its `X-Forwarded-For` says, from a trusted
+balancer: `docs/reference/budgets.md`); otherwise (stdio, in-process) the one local peer.
 
 A `Tally` counts held things by holder and in all, each with an expiry: `MemoryTally` in one
 process, `RedisTally` across every instance sharing a Redis store (one atomic script per
