@@ -143,6 +143,20 @@ async def test_a_retry_after_the_hold_timeout_is_told_to_call_again(tmp_path: Pa
             assert (await connected.call_tool("wait", {"seconds": 0})).content[0].text == "waited"  # type: ignore[union-attr]
 
 
+class AnswerLater:
+    """An elicitation handler that answers once `release` is set: meanwhile the proxy holds
+    the backend call, and its backend session with it."""
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def __call__(self, params: Any) -> ElicitResult:
+        self.asked.set()
+        await self.release.wait()
+        return answer(params)
+
+
 async def call_from(url: str, address: str, name: str, arguments: dict[str, Any]) -> Any:
     """A 2026-07-28 `tools/call` sent from the loopback `address` (a caller of its own to the
     proxy's budgets, which count unauthenticated callers by address): its JSON-RPC answer."""
@@ -174,20 +188,14 @@ async def test_calls_held_per_caller_are_bounded(tmp_path: Path) -> None:
     caller past its own is refused while another still calls, none past the total, and no
     held call is dropped to refuse them."""
     ledger = tmp_path / "ledger"
-    asked, release = asyncio.Event(), asyncio.Event()
-
-    async def answer_later(params: Any) -> ElicitResult:
-        asked.set()
-        await release.wait()  # meanwhile the proxy holds the backend call
-        return answer(params)
-
+    later = AnswerLater()
     options = ClientOptions(protocol="modern")
     # Three backend sessions: a held call keeps one to itself (`--sessions`, default 1).
     bounds = ("--max-held-per-principal", "1", "--max-held", "2", "--sessions", "3")
     with proxy(ledger, *bounds) as url:
-        async with Client.http(url, options=options, elicitation_handler=answer_later) as connected:
+        async with Client.http(url, options=options, elicitation_handler=later) as connected:
             booking = asyncio.ensure_future(connected.call_tool("book", {"item": "a"}))
-            await asyncio.wait_for(asked.wait(), 30)
+            await asyncio.wait_for(later.asked.wait(), 30)
             with pytest.raises(McpError) as refused:
                 await connected.request("tools/call", {"name": "pid"})
             assert refused.value.code == INVALID_PARAMS
@@ -208,7 +216,7 @@ async def test_calls_held_per_caller_are_bounded(tmp_path: Path) -> None:
             assert third["error"]["data"]["bound"] == "total", third
             assert "Too many proxied calls in flight" in third["error"]["message"]
             # The first call was held throughout: answered now, it finishes, run once.
-            release.set()
+            later.release.set()
             booked = await asyncio.wait_for(booking, 30)
             assert booked.content[0].text == "booked a large a"  # type: ignore[union-attr]
         assert runs(ledger) == ["run a", "run b"]
@@ -221,24 +229,18 @@ async def test_a_call_finding_every_session_taken_is_refused_after_the_wait(
     call waits `--session-wait` seconds, then is told the backend is busy and that nothing
     ran (so it may be sent again); once the first call ends, the same call succeeds."""
     ledger = tmp_path / "ledger"
-    asked, release = asyncio.Event(), asyncio.Event()
-
-    async def answer_later(params: Any) -> ElicitResult:
-        asked.set()
-        await release.wait()
-        return answer(params)
-
+    later = AnswerLater()
     options = ClientOptions(protocol="modern")
     with proxy(ledger, "--session-wait", "1") as url:
-        async with Client.http(url, options=options, elicitation_handler=answer_later) as connected:
+        async with Client.http(url, options=options, elicitation_handler=later) as connected:
             booking = asyncio.ensure_future(connected.call_tool("book", {"item": "a"}))
-            await asyncio.wait_for(asked.wait(), 30)
+            await asyncio.wait_for(later.asked.wait(), 30)
             with pytest.raises(McpError) as busy:
                 await asyncio.wait_for(connected.request("tools/call", {"name": "pid"}), 20)
             assert busy.value.code == INTERNAL_ERROR
             assert "the backend is busy: its 1 session(s) stayed taken" in busy.value.message
             assert busy.value.data == {"mayHaveRun": False}
-            release.set()
+            later.release.set()
             booked = await asyncio.wait_for(booking, 30)
             assert booked.content[0].text == "booked a large a"  # type: ignore[union-attr]
             pid = await asyncio.wait_for(connected.call_tool("pid"), 20)
