@@ -1,4 +1,5 @@
-"""Shared pieces for MRTR tests: raw wire requests to a `Server`, and simple input handlers."""
+"""Shared pieces for MRTR tests: raw wire requests to a `Server` (or a POST's body and headers),
+and simple input handlers."""
 
 from __future__ import annotations
 
@@ -36,6 +37,35 @@ def request_meta(caps: dict[str, Any] | None = None) -> dict[str, Any]:
         meta_keys.CLIENT_INFO: {"name": "wire-test", "version": "1"},
         meta_keys.CLIENT_CAPABILITIES: ALL_CAPS if caps is None else caps,
     }
+
+
+def http_tool_call(
+    name: str,
+    arguments: dict[str, Any] | None = None,
+    *,
+    caps: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+    meta: dict[str, Any] | None = None,
+    request_id: int = 1,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The JSON body and the headers of a 2026-07-28 `tools/call` of `name` POSTed over HTTP:
+    `caps` the declared capabilities (default all), `extra` more params (a retry's
+    `requestState` and `inputResponses`), `meta` more `_meta` entries (a log level, a
+    progress token)."""
+    params = {"name": name, "arguments": arguments or {}, **(extra or {})}
+    body = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {**params, "_meta": {**request_meta(caps), **(meta or {})}},
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-method": "tools/call",
+        "mcp-protocol-version": LATEST_PROTOCOL_VERSION,
+        "mcp-name": name,
+    }
+    return body, headers
 
 
 async def rpc(

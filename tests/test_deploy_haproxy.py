@@ -24,6 +24,7 @@ from cluster import Cluster, haproxy_binary, write_config
 from mrtr import Client, ClientOptions, ElicitRequestParams, ElicitResult
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
+from mrtr_flows import http_tool_call
 from transport_flow import GUARD
 
 TARGET = "tests/servers/deploy_server.py:server"
@@ -126,26 +127,7 @@ async def test_the_instance_sees_each_clients_own_address(
 ) -> None:
     """A client on 127.0.0.2 reaches the instance through haproxy (on 127.0.0.1): the server
     sees 127.0.0.2, whatever `X-Forwarded-For` the client itself sent."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {
-            "name": "caller",
-            "arguments": {},
-            "_meta": {
-                meta_keys.PROTOCOL_VERSION: LATEST_PROTOCOL_VERSION,
-                meta_keys.CLIENT_INFO: {"name": "deploy-test", "version": "1"},
-                meta_keys.CLIENT_CAPABILITIES: {},
-            },
-        },
-    }
-    headers = {
-        "accept": "application/json, text/event-stream",
-        "mcp-protocol-version": LATEST_PROTOCOL_VERSION,
-        "mcp-method": "tools/call",
-        "mcp-name": "caller",
-    }
+    body, headers = http_tool_call("caller", caps={})
     if claimed is not None:
         headers["x-forwarded-for"] = claimed
     transport = httpx.AsyncHTTPTransport(local_address="127.0.0.2")

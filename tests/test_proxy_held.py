@@ -30,6 +30,7 @@ from loopback_process import free_port, listening
 from mrtr import Client, ClientOptions, ElicitResult
 from mrtr.client.options import RoundInfo
 from mrtr.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError
+from mrtr_flows import http_tool_call
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -160,23 +161,7 @@ class AnswerLater:
 async def call_from(url: str, address: str, name: str, arguments: dict[str, Any]) -> Any:
     """A 2026-07-28 `tools/call` sent from the loopback `address` (a caller of its own to the
     proxy's budgets, which count unauthenticated callers by address): its JSON-RPC answer."""
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "other", "version": "0"},
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-    }
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": name, "arguments": arguments, "_meta": meta},
-    }
-    headers = {
-        "accept": "application/json, text/event-stream",
-        "mcp-method": "tools/call",
-        "mcp-protocol-version": "2026-07-28",
-        "mcp-name": name,
-    }
+    body, headers = http_tool_call(name, arguments, caps={"elicitation": {}})
     transport = httpx.AsyncHTTPTransport(local_address=address)
     async with httpx.AsyncClient(transport=transport, timeout=30) as http:
         response = await http.post(url, json=body, headers=headers)

@@ -32,6 +32,7 @@ from loopback_process import free_port, listening
 from mrtr import Client, ClientOptions, ElicitResult
 from mrtr.client.options import RoundInfo
 from mrtr.protocol.errors import INTERNAL_ERROR, McpError
+from mrtr_flows import http_tool_call
 from redis_instance import RedisInstance, redis_instance
 
 pytestmark = pytest.mark.timeout(180)
@@ -133,25 +134,13 @@ async def test_a_relayed_rounds_logs_and_progress_reach_the_client_in_order(
         async with client(url_a) as a:
             first = await a.request("tools/call", params)
         answered = retry(first, params, {"ok": True})
-        meta = {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-            "io.modelcontextprotocol/logLevel": "debug",
-            "progressToken": "survey-1",
-        }
-        body = {
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "tools/call",
-            "params": {**answered, "_meta": meta},
-        }
-        headers = {
-            "accept": "application/json, text/event-stream",
-            "mcp-method": "tools/call",
-            "mcp-protocol-version": "2026-07-28",
-            "mcp-name": "survey",
-        }
+        body, headers = http_tool_call(
+            "survey",
+            caps={"elicitation": {}},
+            extra={key: answered[key] for key in ("inputResponses", "requestState")},
+            meta={"io.modelcontextprotocol/logLevel": "debug", "progressToken": "survey-1"},
+            request_id=2,
+        )
         async with httpx.AsyncClient(timeout=30) as http:
             response = await http.post(url_b, json=body, headers=headers)
     assert response.headers["content-type"].startswith("text/event-stream"), response.text

@@ -105,7 +105,7 @@ def parse_state(state: str) -> tuple[str, str, int]:
 class HeldCall:
     """One backend `tools/call` in flight, and the questions it waits on."""
 
-    def __init__(self, call_id: str, principal: str, tool: str, holder: str = "") -> None:
+    def __init__(self, call_id: str, principal: str, tool: str, holder: str) -> None:
         self.id = call_id
         #: Who may continue the call (`principal_of`).
         self.principal = principal
