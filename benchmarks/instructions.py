@@ -40,6 +40,10 @@ client.
     python benchmarks/instructions.py --check                       # the guard (1-2 minutes)
     python benchmarks/instructions.py --constraints > pins.txt      # the record's packages
     python benchmarks/instructions.py --kinds ours --server-path ../main   # an older tree
+    python benchmarks/instructions.py --kinds floor-lean floor-mcp-lean ours-lean  # no uvicorn
+
+The `-lean` kinds serve with `lean_http.py`, a measuring stick for the HTTP layer, instead of
+uvicorn (RESULTS.md, "What the targets would take").
 """
 
 from __future__ import annotations
@@ -60,6 +64,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 KINDS = ("floor", "floor-mcp", "ours", "mcpserver")
+#: The floor, floor-mcp and ours served by `lean_http.py` instead of uvicorn (not by default).
+LEAN_KINDS = ("floor-lean", "floor-mcp-lean", "ours-lean")
 WORKLOADS = ("plain", "flow")
 STARTUP_SECONDS = 600.0  # importing a server under valgrind takes tens of seconds
 _SUMMARY = re.compile(rb"^(?:summary|totals):\s*(\d+)", re.MULTILINE)
@@ -85,7 +91,7 @@ async def _operation(
     MRTR flow with the server's own SDK's client, or the same number of bare POSTs."""
     from benchmarks import official, ours, tool_calls, xproc
 
-    if kind == "floor":
+    if xproc.base_kind(kind) == "floor":
         async with xproc.floor_client(url, 2 if workload == "flow" else 1) as op:
             yield op
         return
@@ -135,7 +141,7 @@ async def count(
         line = await asyncio.wait_for(proc.stdout.readline(), STARTUP_SECONDS)
         if not line.startswith(b"READY "):
             raise RuntimeError(f"{kind} server failed to start under valgrind: {line!r}")
-        url = f"http://127.0.0.1:{int(line.split()[1])}" + ("/" if kind == "floor" else "/mcp")
+        url = f"http://127.0.0.1:{int(line.split()[1])}" + xproc.endpoint_path(kind)
         await asyncio.to_thread(_control, "-i", "on", str(proc.pid))
         # One server for every workload, as starting one under valgrind takes 20-30 s: each
         # is warmed up, then counted between a zeroing and a dump of the counters.
@@ -207,7 +213,8 @@ async def count_all(
 
         async def one(kind: str, seed: int) -> dict[str, float]:
             # `floor-mcp` answers plain calls only (it has no MRTR).
-            serves = [w for w in workloads if kind != "floor-mcp" or w == "plain"]
+            plain_only = kind.removesuffix("-lean") == "floor-mcp"
+            serves = [w for w in workloads if not plain_only or w == "plain"]
             async with slots:
                 return await count(kind, serves, operations, warmup, Path(tmp), seed, server_path)
 
@@ -359,7 +366,7 @@ def main(args: argparse.Namespace) -> int:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
+    parser.add_argument("--kinds", nargs="+", choices=KINDS + LEAN_KINDS, default=list(KINDS))
     parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
     parser.add_argument(
         "--operations", type=int, help="plain calls (flows: half); default 400, 100 to --record"

@@ -29,6 +29,7 @@ ratios are taken within the one run. With the defaults the whole run takes about
 
     python benchmarks/saturation.py                          # every row
     python benchmarks/saturation.py --only ours floor-mcp    # some servers
+    python benchmarks/saturation.py --only floor-mcp-lean ours-lean  # on lean_http.py
     python benchmarks/saturation.py --workloads plain --json out.json
 
 Needs `wrk` (Debian: `apt-get install wrk`; installed with apt-get when missing and running as
@@ -57,15 +58,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import xproc
 
 SERVERS = ("floor", "floor-mcp", "ours", "mcpserver", "lowlevel", "ts")
+#: Served by `lean_http.py` instead of uvicorn (`xproc_server.py`), with `--only` alone.
+LEAN_SERVERS = ("floor-lean", "floor-mcp-lean", "ours-lean")
 WORKLOADS = ("plain", "flow", "legacy")
 Workload = Literal["plain", "flow", "legacy"]
 REFERENCES = (("floor-mcp", "floor-mcp"), ("MCPServer", "mcpserver"), ("TS", "ts"))
 """The servers every row is compared with: (column label, server)."""
 
 SERVES: dict[Workload, tuple[str, ...]] = {
-    "plain": SERVERS,
+    "plain": SERVERS + LEAN_SERVERS,
     # `floor-mcp` and the TypeScript server have no MRTR tool; the floor answers bare POSTs.
-    "flow": ("ours", "mcpserver", "lowlevel"),
+    "flow": ("ours", "ours-lean", "mcpserver", "lowlevel"),
     "legacy": ("floor-mcp", "ours", "mcpserver", "lowlevel", "ts"),
 }
 
@@ -158,7 +161,7 @@ def requests_for(row: Row, session: str | None) -> Requests:
     the TypeScript server, which `xproc` drives with ours or with Inspector)."""
     from benchmarks import official
 
-    if row.server == "floor":
+    if xproc.base_kind(row.server) == "floor":
         body = official.FLOOR_REQUEST.decode().replace('"id":1', '"id":@@id@@')
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         return Requests("/", headers, body, expect='"text":"yes"')
@@ -584,7 +587,7 @@ if __name__ == "__main__":
         "--rounds", type=int, default=2, help="measured runs per row, alternating (default 2)"
     )
     parser.add_argument("--connections", type=int, default=16, help="wrk -c (default 16)")
-    parser.add_argument("--only", nargs="+", choices=SERVERS, default=list(SERVERS))
+    parser.add_argument("--only", nargs="+", choices=SERVERS + LEAN_SERVERS, default=list(SERVERS))
     parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
     parser.add_argument("--json", metavar="PATH", help="also write every number as JSON")
     sys.exit(main(parser.parse_args()))

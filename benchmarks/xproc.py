@@ -122,6 +122,16 @@ async def _spawn(kind: str, argv: Sequence[str], path: str) -> tuple[ServerProce
     return ServerProcess(kind, f"http://{harness.LOOPBACK}:{port}{path}", proc.pid), proc
 
 
+def base_kind(kind: str) -> str:
+    """The server `kind` serves: `floor-lean` serves the floor's app, with `lean_http.py`."""
+    return kind.removesuffix("-lean")
+
+
+def endpoint_path(kind: str) -> str:
+    """The path a `kind` server answers on: the floor's any path, every other `/mcp`."""
+    return "/" if base_kind(kind) == "floor" else "/mcp"
+
+
 @asynccontextmanager
 async def server_process(kind: str) -> AsyncIterator[ServerProcess]:
     """Run one benchmark server (`xproc_server.py` kinds, or `ts`) in a child process."""
@@ -129,7 +139,7 @@ async def server_process(kind: str) -> AsyncIterator[ServerProcess]:
         argv = [str(NODE), str(TS_SERVER_SCRIPT), str(NODE_MODULES)]
     else:
         argv = [sys.executable, str(SERVER_SCRIPT), kind]
-    server, proc = await _spawn(kind, argv, "/" if kind == "floor" else "/mcp")
+    server, proc = await _spawn(kind, argv, endpoint_path(kind))
     try:
         yield server
     finally:

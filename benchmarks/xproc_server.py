@@ -6,7 +6,9 @@ http` runs it: `serve_http` with its connection limits, on uvloop and httptools)
 `lowlevel-sse` (the same in the SDK's SSE mode, which legacy sessions need for a live
 question), `floor` (a bare ASGI app answering a fixed JSON document), `floor-mcp` (the least
 JSON-RPC work a `tools/call` needs, no checks: `official.floor_mcp_app`), or `floor-spin` /
-`floor-ours` (the floor doing some of our work first, for `deployed_cost.py`). Every kind has
+`floor-ours` (the floor doing some of our work first, for `deployed_cost.py`), or `floor-lean`,
+`floor-mcp-lean` and `ours-lean` (the floor, floor-mcp and our app served by `lean_http.py`
+instead of uvicorn, to count what a leaner HTTP layer would save). Every kind has
 its startup heap frozen out of the cycle collector (`gc.freeze`, as `serve_http` does); the
 others run under the uvicorn configuration `serve_http` also uses (`harness.uvicorn_config`:
 httptools, uvloop, access log off) on a loopback port the process binds itself. Once the server
@@ -41,7 +43,12 @@ KINDS = (
     "floor-mcp",
     "floor-spin",
     "floor-ours",
+    # Served by `lean_http.py` instead of uvicorn: what a leaner HTTP layer would save.
+    "floor-lean",
+    "floor-mcp-lean",
+    "ours-lean",
 )
+_LEAN = "-lean"
 
 
 def build_app(kind: str) -> tuple[Any, LifespanMode]:
@@ -101,7 +108,16 @@ async def serve(kind: str) -> None:
 
     from benchmarks.harness import _loopback_socket, uvicorn_config
 
-    app, lifespan = build_app(kind)
+    lean = kind.endswith(_LEAN)
+    kind = kind.removesuffix(_LEAN)
+    if kind == "ours":
+        # The app `mrtr serve` serves, without the connection guard it adds to uvicorn's
+        # protocol (about 12 k instructions a request): a lean layer would hold its own limits.
+        from benchmarks.ours_app import server as ours_server
+
+        app, lifespan = ours_server.asgi_app(), "on"
+    else:
+        app, lifespan = build_app(kind)
     prepare = getattr(app, "prepare", None)
     if prepare is not None:
         await prepare()  # before the heap is frozen, as a server's startup would be
@@ -113,6 +129,13 @@ async def serve(kind: str) -> None:
     gc.freeze()
     sock = _loopback_socket()
     port = sock.getsockname()[1]
+    if lean:
+        from benchmarks import lean_http
+
+        async with await lean_http.serve(app, sock, lifespan=lifespan == "on") as listening:
+            print(f"READY {port}", flush=True)
+            await listening.serve_forever()
+        return
     server = uvicorn.Server(uvicorn_config(app, port, lifespan=lifespan))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:

@@ -5,11 +5,13 @@ wrong answer or a refused request is counted and fails the run."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from benchmarks import saturation, xproc
@@ -71,3 +73,70 @@ async def test_a_wrong_answer_or_a_refused_request_is_counted() -> None:
     tally = saturation.Tally()
     tally.add(run, (1.0, 1.0))
     assert tally.failed
+
+
+@pytest.mark.timeout(120)
+def test_the_lean_rows_run_with_every_answer_good(tmp_path: Path) -> None:
+    """The `-lean` servers (`benchmarks/lean_http.py` instead of uvicorn) answer wrk's plain
+    calls and MRTR flows as the uvicorn rows do, every answer checked."""
+    out = tmp_path / "saturation.json"
+    proc = subprocess.run(
+        [
+            *(sys.executable, str(ROOT / "benchmarks" / "saturation.py")),
+            *("--only", "floor-lean", "floor-mcp-lean", "ours-lean", "--workloads", "plain"),
+            *("flow", "--duration", "1", "--rounds", "1", "--connections", "4"),
+            *("--json", str(out)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=100,  # a failure guard only
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    rows = json.loads(out.read_text())["rows"]
+    lean = ("floor-lean", "floor-mcp-lean", "ours-lean")
+    assert set(rows) == {*(f"plain/{s}" for s in lean), "flow/ours-lean"}
+    for name, row in rows.items():
+        assert row["ops"] > 0, name
+        assert row["non2xx"] == row["bad"] == row["socket_errors"] == 0, name
+
+
+async def test_the_lean_layer_runs_each_request_in_a_task_and_frames_what_it_streams() -> None:
+    """`lean_http`: an app that waits runs in a task of its own; a body sent in parts without
+    a length goes out chunked; the connection is kept for the next request; bytes that are not
+    HTTP get a 400 and the connection closed."""
+    from benchmarks import lean_http
+    from benchmarks.harness import _loopback_socket
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        request = await receive()
+        in_task = asyncio.current_task() is not None
+        await asyncio.sleep(0.01)
+        if scope["path"] == "/stream":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"ab", "more_body": True})
+            await send({"type": "http.response.body", "body": b"cde", "more_body": False})
+            return
+        body = b"%s %s" % (request["body"], b"task" if in_task else b"none")
+        headers = [(b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    sock = _loopback_socket()
+    port = sock.getsockname()[1]
+    async with await lean_http.serve(app, sock, lifespan=False):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /stream HTTP/1.1\r\nhost: x\r\n\r\n")
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+        assert b"transfer-encoding: chunked\r\n" in head
+        assert await reader.readuntil(b"0\r\n\r\n") == b"2\r\nab\r\n3\r\ncde\r\n0\r\n\r\n"
+        writer.write(b"POST /echo HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\n\r\nhello")
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert b"content-length: 10\r\n" in head and b"transfer-encoding" not in head
+        assert await reader.readexactly(10) == b"hello task"
+        writer.write(b"\x00 not http\r\n\r\n")
+        assert (await reader.read()).startswith(b"HTTP/1.1 400 Bad Request\r\n")
+        writer.close()
