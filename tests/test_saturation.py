@@ -21,19 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.timeout(240)  # six servers to start, 13 rows of two one-second runs
 def test_every_row_runs_with_every_answer_good(tmp_path: Path) -> None:
-    out = tmp_path / "saturation.json"
-    proc = subprocess.run(
-        [
-            *(sys.executable, str(ROOT / "benchmarks" / "saturation.py")),
-            *("--duration", "1", "--rounds", "1", "--connections", "4", "--json", str(out)),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=220,  # a failure guard only
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
-    rows = json.loads(out.read_text())["rows"]
+    proc, rows = _run_briefly(tmp_path, timeout=220)
     assert set(rows) == {
         *(f"plain/{s}" for s in ("floor", "floor-mcp", "ours", "mcpserver", "lowlevel", "ts")),
         *(f"flow/{s}" for s in ("ours", "mcpserver", "lowlevel")),
@@ -79,21 +67,11 @@ async def test_a_wrong_answer_or_a_refused_request_is_counted() -> None:
 def test_the_lean_rows_run_with_every_answer_good(tmp_path: Path) -> None:
     """The `-lean` servers (`benchmarks/lean_http.py` instead of uvicorn) answer wrk's plain
     calls and MRTR flows as the uvicorn rows do, every answer checked."""
-    out = tmp_path / "saturation.json"
-    proc = subprocess.run(
-        [
-            *(sys.executable, str(ROOT / "benchmarks" / "saturation.py")),
-            *("--only", "floor-lean", "floor-mcp-lean", "ours-lean", "--workloads", "plain"),
-            *("flow", "--duration", "1", "--rounds", "1", "--connections", "4"),
-            *("--json", str(out)),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=100,  # a failure guard only
-        cwd=ROOT,
+    _, rows = _run_briefly(
+        tmp_path,
+        *("--only", "floor-lean", "floor-mcp-lean", "ours-lean", "--workloads", "plain", "flow"),
+        timeout=100,
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
-    rows = json.loads(out.read_text())["rows"]
     lean = ("floor-lean", "floor-mcp-lean", "ours-lean")
     assert set(rows) == {*(f"plain/{s}" for s in lean), "flow/ours-lean"}
     for name, row in rows.items():
@@ -140,3 +118,23 @@ async def test_the_lean_layer_runs_each_request_in_a_task_and_frames_what_it_str
         writer.write(b"\x00 not http\r\n\r\n")
         assert (await reader.read()).startswith(b"HTTP/1.1 400 Bad Request\r\n")
         writer.close()
+
+
+def _run_briefly(
+    tmp_path: Path, *args: str, timeout: float
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """`saturation.py ARGS` with one-second runs on four connections, which must succeed:
+    the process and its JSON report's rows."""
+    out = tmp_path / "saturation.json"
+    proc = subprocess.run(
+        [
+            *(sys.executable, str(ROOT / "benchmarks" / "saturation.py"), *args),
+            *("--duration", "1", "--rounds", "1", "--connections", "4", "--json", str(out)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,  # a failure guard only
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    return proc, json.loads(out.read_text())["rows"]
