@@ -120,7 +120,7 @@ async def test_an_answer_sent_twice_is_not_applied_twice(tmp_path: Path) -> None
     assert runs(ledger) == ["run tent"]
 
 
-async def test_a_retry_after_the_hold_timeout_is_told_to_call_again(tmp_path: Path) -> None:
+async def test_a_retry_after_the_hold_timeout_is_told_the_call_may_have_run(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger"
     with proxy(ledger, "--hold-timeout", "0.5") as url:
         async with client(url) as connected:
@@ -139,7 +139,9 @@ async def test_a_retry_after_the_hold_timeout_is_told_to_call_again(tmp_path: Pa
                 )
             assert gone.value.code == INVALID_PARAMS
             assert "no longer held" in gone.value.message
-            assert "call the tool again" in gone.value.message
+            # Its backend call may have had its effect: the client is told to check first.
+            assert gone.value.data == {"mayHaveRun": True}
+            assert "check what it did before calling the tool again" in gone.value.message
             # The backend session was freed: the next call runs.
             assert (await connected.call_tool("wait", {"seconds": 0})).content[0].text == "waited"  # type: ignore[union-attr]
 

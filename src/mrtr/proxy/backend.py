@@ -4,12 +4,17 @@ A backend is a stdio command (started by the proxy) or a URL (Streamable HTTP or
 either era: whatever `mrtr.Client` speaks), or a `Client` made elsewhere (`ClientTarget`).
 Rules:
 
-1. The proxy keeps at most `sessions` backend sessions (for a stdio backend, one process
-   each), opened when first needed. A `tools/call` has a session to itself while it runs
-   (`BackendPool.lease`): a question the backend asks on that session (`elicitation/create`,
-   `sampling/createMessage`, `roots/list`) can only be for that call, since nothing on the
-   wire names the call a legacy server's request belongs to. Lists, reads, prompts and
-   completions share the first session and never wait for a lease. A call waits at most
+1. The proxy keeps at most `sessions` backend sessions for tool calls, plus one shared by
+   everything else (for a stdio backend, one process each), opened when first needed. A
+   `tools/call` has a session to itself while it runs (`BackendPool.lease`): a question the
+   backend asks on that session (`elicitation/create`, `sampling/createMessage`,
+   `roots/list`), and its logs, can only be for that call, since nothing on the wire names
+   the call a legacy server's request belongs to. Lists, reads, prompts and completions go
+   to the shared session, which no call ever holds, and never wait for a lease: what the
+   backend sends there is nobody's call (a question is refused, a log stays in the proxy's
+   log). A `Client` made elsewhere (`ClientTarget`) is one session for both; on it, what
+   the backend sends reaches the call holding it only while nothing else is in flight
+   there, and is otherwise treated as on the shared session. A call waits at most
    `session_wait` seconds for a free session: all of them may be held by calls waiting for
    their clients' answers (for up to the hold timeout), so past that wait it is refused with
    -32603 saying the backend is busy, `data.mayHaveRun` false (nothing reached the backend:
@@ -20,7 +25,9 @@ Rules:
    waits a backoff that doubles from `BACKOFF_START` up to `BACKOFF_MAX` seconds, and starts
    over once a session has lived `BACKOFF_RESET` seconds.
 3. A request in flight when its session fails gets `McpError(INTERNAL_ERROR)` naming the
-   backend and what happened; it is not sent again (a tool call may have had its effect).
+   backend and what happened; it is not sent again. A tool call's error says
+   `data.mayHaveRun` true and does not advise calling again (it may have had its effect); a
+   list, read or prompt's says to call again.
 """
 
 from __future__ import annotations
@@ -168,6 +175,13 @@ class BackendSession:
         self._opening = asyncio.Lock()
         #: Held while a `tools/call` runs on this session (module rule 1).
         self.lease = asyncio.Lock()
+        #: Requests in flight on this session.
+        self.in_flight = 0
+
+    def serving(self) -> Any:
+        """The call what the backend sends now is for: the holder, while its call is the only
+        request in flight here; else None (module rule 1)."""
+        return self.holder if self.in_flight <= 1 else None
 
     async def client(self) -> Client:
         """The session's connected `Client`, opening it (after the backoff) if needed; one
@@ -202,17 +216,21 @@ class BackendSession:
             self._opened_at = time.monotonic()
             return client
 
-    async def run(self, call: Callable[[Client], Awaitable[Any]]) -> Any:
+    async def run(self, call: Callable[[Client], Awaitable[Any]], effect: bool = False) -> Any:
         """`call(client)` on this session; a failed connection is closed (to reopen later)
-        and becomes a clear error (rule 3)."""
+        and becomes a clear error (rule 3), for a call with an `effect` (a tool's) saying it
+        may have run."""
         client = await self.client()
+        self.in_flight += 1
         try:
             return await call(client)
         except McpError as exc:
             if exc.code != CONNECTION_CLOSED:
                 raise
             await self.drop(client)
-            raise self._failure(exc) from None
+            raise self._failure(exc, effect) from None
+        finally:
+            self.in_flight -= 1
 
     async def drop(self, client: Client | None = None) -> None:
         """Close the session's client (`client`, if still the current one)."""
@@ -235,7 +253,15 @@ class BackendSession:
             with contextlib.suppress(Exception):
                 await client.close()
 
-    def _failure(self, exc: McpError) -> McpError:
+    def _failure(self, exc: McpError, effect: bool) -> McpError:
+        if effect:
+            return McpError(
+                INTERNAL_ERROR,
+                f"the proxy's backend {self.target.describe()} failed during the call: "
+                f"{exc.message} (the proxy restarts it; the call may have had its effect: "
+                "check before calling again)",
+                {"backend": self.target.describe(), "mayHaveRun": True},
+            )
         return McpError(
             INTERNAL_ERROR,
             f"the proxy's backend {self.target.describe()} failed: {exc.message} "
@@ -273,8 +299,8 @@ class Backoff:
 
 
 class BackendPool:
-    """The proxy's backend sessions (module rule 1): the first is shared by every request but
-    `tools/call`; each `tools/call` leases one to itself."""
+    """The proxy's backend sessions (module rule 1): one shared by every request but
+    `tools/call`, and up to `sessions` more that each `tools/call` leases to itself."""
 
     def __init__(
         self,
@@ -297,20 +323,26 @@ class BackendPool:
         self._make_handlers = make_handlers
         self._size = sessions
         self.session_wait = session_wait
+        #: The sessions tool calls lease (a `ClientTarget`'s one is the shared one too).
         self._sessions: list[BackendSession] = []
+        self._shared: BackendSession | None = None
         self._free = asyncio.Condition()
 
     def _open(self) -> BackendSession:
         session = BackendSession(self.target, self._backoff)
         # The handlers know their session, to find the call that holds it.
         session.handlers = dict(self._make_handlers(session))
-        self._sessions.append(session)
         return session
 
     @property
     def shared(self) -> BackendSession:
-        """The session lists, reads, prompts and completions use."""
-        return self._sessions[0] if self._sessions else self._open()
+        """The session lists, reads, prompts and completions use; no call holds it, but for
+        a `ClientTarget`'s one session (module rule 1)."""
+        if self._shared is None:
+            self._shared = self._open()
+            if isinstance(self.target, ClientTarget):
+                self._sessions.append(self._shared)
+        return self._shared
 
     @contextlib.asynccontextmanager
     async def lease(self) -> AsyncIterator[BackendSession]:
@@ -335,6 +367,8 @@ class BackendPool:
                 self._free.notify()
 
     async def _take(self) -> BackendSession:
+        if isinstance(self.target, ClientTarget):
+            _ = self.shared  # its one session is the one to lease
         async with self._free:
             while True:
                 for session in self._sessions:
@@ -343,6 +377,7 @@ class BackendPool:
                 else:
                     if len(self._sessions) < self._size:
                         session = self._open()
+                        self._sessions.append(session)
                     else:
                         await self._free.wait()
                         continue
@@ -351,6 +386,10 @@ class BackendPool:
 
     async def close(self) -> None:
         """Close every session."""
-        for session in self._sessions:
+        sessions = list(self._sessions)
+        if self._shared is not None and self._shared not in sessions:
+            sessions.append(self._shared)
+        for session in sessions:
             await session.close()
         self._sessions.clear()
+        self._shared = None

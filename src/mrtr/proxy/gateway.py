@@ -1,22 +1,17 @@
 """`proxy_server`: a `Server` that serves a backend MCP server to clients of both eras.
 
-While the server runs (its lifespan), the backend is started, the server tells its clients
-the backend's identity (its `serverInfo`, its name replaced by `name` when one is given, and
-its `instructions`), its lists are mirrored (`mirror.py`) and a watch on its changes keeps
-them in line (`follow.py`): a backend's `list_changed` becomes a re-read of that list (and
-the proxy's own `list_changed` to its clients), and a backend's `resources/updated` the
-proxy's. When the server stops, held calls are cancelled and the backend is closed (a stdio
-backend is stopped). With a store and a broker shared by
-several instances, rounds of a held call that reach another instance are relayed to the one
-holding it (`relay.py`).
+The proxy is the backend mounted with no prefix (`Server.mount("", backend)`, see
+`mrtr.server.mount` and `mounted.py`): one algorithm lists the backend, follows its list
+changes and resource updates, and forwards what its clients ask, for a mount and for the
+proxy alike. What only the proxy adds: its clients are told the backend's identity (its
+`serverInfo`, its name replaced by `name` when one is given, and its `instructions`) once the
+backend has started, and again each time a backend session is opened anew (a restarted
+backend may be another one).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 from ..client.client import Client
@@ -24,10 +19,8 @@ from ..protocol.errors import McpError
 from ..server.options import ServerOptions
 from ..server.server import Server
 from .backend import BackendTarget
-from .follow import follow
-from .mirror import Mirror
+from .mounted import MountedBackend
 from .proxy import ProxyBackend
-from .relay import Relay
 
 logger = logging.getLogger("mrtr.proxy")
 
@@ -47,52 +40,13 @@ def proxy_server(
     elif backend_options:
         raise TypeError("give backend options to ProxyBackend(...), not beside one")
     proxied = backend
+    server = Server(name or "mrtr-proxy", options=options)
 
-    @contextlib.asynccontextmanager
-    async def lifespan(server: Server) -> AsyncIterator[ProxyBackend]:
-        mirror = Mirror(server, proxied)
-        await proxied.start()
-        watch: asyncio.Task[None] | None = None
-        store, broker = server.options.store, server.options.broker
-        relay = None if store is None or broker is None else Relay(proxied.held, store, broker)
+    async def identify() -> None:
+        await _identify(server, proxied, name)
 
-        async def reopened() -> None:  # the backend started again: it may be another one now
-            await _identify(server, proxied, name)
-            await mirror.sync()
-
-        notify = {
-            "tools": server.notify_tools_changed,
-            "prompts": server.notify_prompts_changed,
-            "resources": server.notify_resources_changed,
-        }
-        try:
-            await _identify(server, proxied, name)
-            await mirror.sync()
-            watch = asyncio.ensure_future(
-                follow(
-                    proxied,
-                    resync=lambda kinds: mirror.sync(*kinds),
-                    announce=lambda kind: notify[kind](),
-                    updated=server.notify_resource_updated,
-                    resources=lambda: list(mirror.known["resources"]),
-                    reopened=reopened,
-                )
-            )
-            if relay is not None:
-                await relay.start()
-                proxied.relay = relay
-            yield proxied
-        finally:
-            if relay is not None:
-                proxied.relay = None
-                await relay.stop()
-            if watch is not None:
-                watch.cancel()
-                with contextlib.suppress(BaseException):
-                    await watch
-            await proxied.close()
-
-    return Server(name or "mrtr-proxy", options=options, lifespan=lifespan)
+    server.mount("", MountedBackend(proxied, opened=identify))
+    return server
 
 
 async def _identify(server: Server, backend: ProxyBackend, name: str | None) -> None:

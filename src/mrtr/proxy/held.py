@@ -9,11 +9,15 @@ Rules:
 1. The sealed `requestState` names the held call: `proxy:<instance>:<call id>:<step>`. The
    instance id is random per process; a retry that reaches another instance is relayed to
    this one (`relay.py`) or, without a shared broker, is -32602 saying so. A call no longer
-   held (it ended, timed out, the proxy restarted) is -32602 saying so and that the tool must
-   be called again. The backend call is never run again by a retry.
-2. Each round the client is asked moves the call one step on. The answers of step N are
-   applied once: a retry carrying step N after they were applied is -32602 ("already
-   answered"), and its answers go nowhere. An answer missing from a retry is asked again.
+   held (it ended longer than `ENDED_KEEP` seconds ago, timed out, the proxy restarted) is
+   -32602 saying so with `data.mayHaveRun` true: its backend call may have had its effect,
+   so the client is told to check before calling again, never just to call again. The
+   backend call is never run again by a retry.
+2. Each round the client is shown moves the call one step on. An answer is applied once, to
+   the question it answers (a question's key is unique within its call), whichever round's
+   retry carries it. A retry whose answers were all applied already (a re-send after a lost
+   response) re-attaches to the call: it is served the call's result, or its questions now,
+   and its answers go nowhere. An answer missing from a retry is asked again.
 3. Calls held at once are bounded per caller and in all. A caller is counted as by every
    budget of the server (`mrtr.server.budgets.holder`): its principal
    (`ServerOptions.principal`, with `auth` the verified token's), else the address it
@@ -26,8 +30,16 @@ Rules:
    `notifications/cancelled`) and forgotten.
 4. A question the client did not declare it can answer is refused to the backend (-32601)
    rather than put to the client; the call goes on with the backend's reaction.
-5. The round's request being cancelled (the client gave up, or its connection closed)
-   cancels the backend call.
+5. Exactly once through the proxy. A round's request cancelled by its client
+   (`notifications/cancelled`, `mrtr.server.cancellation`), any round of a legacy session,
+   and a first round cancel the backend call. A later 2026-07-28 round whose request is
+   cancelled otherwise (its connection dropped, or it closed its HTTP stream, which a drop
+   looks like) only detaches from it: the client's answers have reached the backend, so the
+   call goes on, and the client's re-send of the round re-attaches to it (rule 2) within
+   `hold_timeout`. A call that ends with no round attached keeps its outcome (its result,
+   or its error) for `ENDED_KEEP` seconds for that re-send, at most `max_held_per_principal`
+   per caller (a caller's oldest goes first) and `max_held` in all (past that a new one is
+   not kept, and its re-send is told `mayHaveRun`: nobody else's is given up).
 6. On a legacy session the client is asked live, within the one request (`ctx.ask`): no
    `requestState`, no hold between requests; a question the client fails to answer ends
    the request, and the backend call with it.
@@ -37,22 +49,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
 from ..inputs import ELICITATION_CREATE, InputRequest, InputRequiredResult
-from ..protocol.errors import METHOD_NOT_FOUND, McpError, invalid_params
+from ..protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, McpError, invalid_params
 from ..server.budgets import holder, refusal
+from ..server.cancellation import by_client
 
 if TYPE_CHECKING:
     from ..server.context import RequestContext
 
 #: What marks a `requestState` as the proxy's own.
 STATE_PREFIX = "proxy:"
+#: Seconds a call that ended with no round attached keeps its outcome for a re-send (rule 5).
+ENDED_KEEP = 60.0
 
 
 def principal_of(ctx: RequestContext) -> str:
@@ -144,6 +161,26 @@ class HeldCall:
                 future.cancel()
 
 
+class Ended:
+    """A held call that ended, its outcome kept for a re-send of its last round (rule 5)."""
+
+    __slots__ = ("error", "expires", "holder", "id", "principal", "result")
+
+    def __init__(self, held: HeldCall, result: Any, error: McpError | None) -> None:
+        self.id = held.id
+        self.principal = held.principal
+        self.holder = held.holder
+        self.result = result
+        self.error = error
+        self.expires = time.monotonic() + ENDED_KEEP
+
+    def outcome(self) -> Any:
+        """The call's result, or its error raised."""
+        if self.error is not None:
+            raise McpError(self.error.code, self.error.message, self.error.data)
+        return self.result
+
+
 class HeldCalls:
     """The calls this instance holds (rules 1 to 3)."""
 
@@ -157,6 +194,8 @@ class HeldCalls:
         self.max_per_principal = max_per_principal
         self.hold_timeout = hold_timeout
         self.calls: dict[str, HeldCall] = {}
+        #: Calls that ended with no round attached, oldest first (rule 5).
+        self.ended: dict[str, Ended] = {}
 
     def owns(self, state: str | None) -> bool:
         """Whether `state` (a verified `ctx.request_state`) is a held call's."""
@@ -189,39 +228,52 @@ class HeldCalls:
         held = HeldCall(secrets.token_urlsafe(12), principal_of(ctx), tool, who)
         self.calls[held.id] = held
         held.task = asyncio.ensure_future(run(held))
-        held.task.add_done_callback(lambda _: held.changed.set())
+        held.task.add_done_callback(functools.partial(self._done, held))
         return held
+
+    def _done(self, held: HeldCall, _: asyncio.Task[Any]) -> None:
+        held.changed.set()
+        if held.ctx is None and held.id in self.calls:
+            self._end(held)  # nobody serves a round of it now: keep its outcome (rule 5)
 
     def resume(
         self, call_id: str, step: int, principal: str, responses: Mapping[str, Any]
-    ) -> HeldCall:
-        """The held call `call_id`, this step's answers in `responses` applied (rules 1, 2)."""
+    ) -> HeldCall | Ended:
+        """The held call `call_id` (or its kept outcome), the answers in `responses` to its
+        questions applied (rules 1, 2, 5)."""
         held = self.calls.get(call_id)
         if held is None:
-            raise invalid_params(
-                "the proxied call this retry continues is no longer held (it ended, or "
-                f"waited longer than hold_timeout, {self.hold_timeout:g} s): call the tool again"
-            )
+            ended = self._kept(call_id)
+            if ended is None:
+                raise invalid_params(
+                    "the proxied call this retry continues is no longer held (it ended, or "
+                    f"waited longer than hold_timeout, {self.hold_timeout:g} s, or the proxy "
+                    "restarted), and its backend call may have run: check what it did before "
+                    "calling the tool again",
+                    {"mayHaveRun": True},
+                )
+            if ended.principal != principal:
+                raise invalid_params("the proxied call this retry continues is not yours")
+            return ended
         if held.principal != principal:
             raise invalid_params("the proxied call this retry continues is not yours")
-        if step != held.step or not held.asked:
-            raise invalid_params(
-                f"the answers of round {step} of this proxied call were already applied; "
-                "an answer is not applied twice"
-            )
-        for key in list(held.asked):
-            if key in responses:
-                _, _, future = held.asked.pop(key)
-                if not future.done():
-                    future.set_result(responses[key])
+        if step > held.step:
+            raise invalid_params("requestState names a round this proxied call has not reached")
+        for key in [key for key in held.asked if key in responses]:
+            _, _, future = held.asked.pop(key)
+            if not future.done():
+                future.set_result(responses[key])
         if not held.asked and held.timer is not None:
             held.timer.cancel()
             held.timer = None
         return held
 
-    async def outcome(self, held: HeldCall, ctx: RequestContext) -> Any:
-        """Serve one round of `held`: its result, or the client's next questions (asked live
+    async def outcome(self, call: HeldCall | Ended, ctx: RequestContext) -> Any:
+        """Serve one round of `call`: its result, or the client's next questions (asked live
         on a legacy session, within this round)."""
+        if isinstance(call, Ended):
+            return call.outcome()
+        held = call
         held.ctx = ctx
         live = ctx.session is not None
         try:
@@ -229,8 +281,7 @@ class HeldCalls:
                 task = held.task
                 assert task is not None
                 if task.done():
-                    self._forget(held)
-                    return task.result()
+                    return self._end(held).outcome()
                 self._refuse_unsupported(held, ctx.client_supports)
                 if held.new or held.asked:
                     if not live:
@@ -239,25 +290,33 @@ class HeldCalls:
                     continue
                 held.changed.clear()
                 await held.changed.wait()
+        except asyncio.CancelledError:
+            if held.step and not live and not by_client():
+                self._detach(held, ctx)  # rule 5: the re-sent round comes back to it
+            else:
+                self._forget(held)
+            raise
         except BaseException:
-            # Rule 5, and a live question that failed: nobody is left to hear the result.
+            # A live question that failed: nobody is left to hear the result.
             self._forget(held)
             raise
 
     async def advance(
-        self, held: HeldCall, supports: Supports, listener: RoundListener | None = None
+        self, call: HeldCall | Ended, supports: Supports, listener: RoundListener | None = None
     ) -> Any:
-        """Run `held` on, for a round served by another instance (`relay.py`): its result,
+        """Run `call` on, for a round served by another instance (`relay.py`): its result,
         or its next questions; the call is forgotten when it ends or fails. The round's logs
         and progress go to `listener`."""
+        if isinstance(call, Ended):
+            return call.outcome()
+        held = call
         held.ctx = listener
         try:
             while True:
                 task = held.task
                 assert task is not None
                 if task.done():
-                    self._forget(held)
-                    return task.result()
+                    return self._end(held).outcome()
                 self._refuse_unsupported(held, supports)
                 if held.new or held.asked:
                     return self._ask(held)
@@ -266,6 +325,56 @@ class HeldCalls:
         except BaseException:
             self._forget(held)
             raise
+
+    def _detach(self, held: HeldCall, ctx: object) -> None:
+        """A round of `held` went away without cancelling it (rule 5)."""
+        if held.ctx is ctx:
+            held.ctx = None
+        if held.task is not None and held.task.done():
+            self._end(held)
+        elif held.timer is None:
+            loop = asyncio.get_running_loop()
+            held.timer = loop.call_later(self.hold_timeout, self._expire, held)
+
+    def _end(self, held: HeldCall) -> Ended:
+        """`held`, whose backend call is done, no longer held: its outcome, kept for a re-send
+        once a round of it was shown to the client (rule 5)."""
+        task = held.task
+        assert task is not None and task.done()
+        result: Any = None
+        error: McpError | None = None
+        if task.cancelled():
+            error = McpError(INTERNAL_ERROR, "the proxied call was cancelled", {"mayHaveRun": True})
+        elif isinstance(exc := task.exception(), McpError):
+            error = exc
+        elif exc is not None:
+            error = McpError(INTERNAL_ERROR, "the proxied call failed", {"mayHaveRun": True})
+        else:
+            result = task.result()
+        ended = Ended(held, result, error)
+        self._forget(held)
+        if held.step:
+            self._keep(ended)
+        return ended
+
+    def _keep(self, ended: Ended) -> None:
+        kept = self.ended
+        now = time.monotonic()
+        while kept and next(iter(kept.values())).expires <= now:
+            kept.pop(next(iter(kept)))
+        own = [key for key, other in kept.items() if other.holder == ended.holder]
+        if len(own) >= self.max_per_principal:
+            del kept[own[0]]  # the caller's own oldest: nobody else's
+        elif len(kept) >= self.max_held:
+            return
+        kept[ended.id] = ended
+
+    def _kept(self, call_id: str) -> Ended | None:
+        ended = self.ended.get(call_id)
+        if ended is not None and ended.expires <= time.monotonic():
+            del self.ended[call_id]
+            return None
+        return ended
 
     async def _ask_live(self, held: HeldCall, ctx: RequestContext) -> None:
         """Ask a legacy session's client the new questions now, and hand the backend its

@@ -1,7 +1,8 @@
 """A proxy's backend, or a `Client`, mounted in a `Server` (`server.mount(prefix, other)`).
 
-`MountedBackend` is the `Mountable` (`mrtr.server.mount`) of a `ProxyBackend`: what the proxy
-does for its own `Server` (`gateway.py`), done for a prefix of another one. Rules:
+`MountedBackend` is the `Mountable` (`mrtr.server.mount`) of a `ProxyBackend`; `mrtr proxy`
+is one mounted with no prefix (`gateway.py`), so a proxy and a mount follow one algorithm.
+Rules:
 
 1. The backend is started (a stdio command), or connected (a URL, a `Client`), when the
    outer server starts, inside its lifespan, and closed when it stops; a `Client` connected
@@ -27,11 +28,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..client.client import Client
 from ..protocol.errors import METHOD_NOT_FOUND, McpError
+from ..server.endpoint import LifespanError
 from ..server.mount import KINDS, Mountable
 from .follow import follow
 from .proxy import LISTS, ProxyBackend
@@ -54,9 +56,13 @@ _CHANGE = {kind: change for change, kinds in KINDS.items() for kind in kinds}
 class MountedBackend:
     """A `ProxyBackend` as a `Mountable` (the module rules)."""
 
-    def __init__(self, backend: ProxyBackend) -> None:
+    def __init__(
+        self, backend: ProxyBackend, *, opened: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
         self.backend = backend
         self.name = backend.describe()
+        #: Called once the backend has started, and each time its session opened anew.
+        self._opened = opened
         #: The backend's listings by `Mountable` kind, as last read.
         self.lists: dict[str, list[dict[str, Any]]] = {kind: [] for kind in _KIND.values()}
         self._changed: Callable[[str], None] = _nobody
@@ -83,10 +89,15 @@ class MountedBackend:
     async def running(self) -> AsyncIterator[MountedBackend]:
         """The backend started and its lists read, and followed while inside (rules 1, 2)."""
         backend = self.backend
-        await backend.start()
         watch: asyncio.Task[None] | None = None
         try:
-            await self._read(tuple(LISTS))
+            try:
+                await backend.start()
+                if self._opened is not None:
+                    await self._opened()
+                await self._read(tuple(LISTS))
+            except McpError as exc:  # the outer server does not start, and says why
+                raise LifespanError(f"the backend did not start: {exc.message}") from exc
             watch = asyncio.ensure_future(
                 follow(
                     backend,
@@ -94,7 +105,7 @@ class MountedBackend:
                     announce=lambda kind: self._changed(_CHANGE[_KIND[kind]]),
                     updated=lambda uri: self._updated(uri),
                     resources=lambda: [str(item.get("uri")) for item in self.lists["resources"]],
-                    reopened=lambda: self._resync(tuple(LISTS)),
+                    reopened=self._reopened,
                 )
             )
             yield self
@@ -124,6 +135,12 @@ class MountedBackend:
             changed = changed or items != self.lists[kind]
             self.lists[kind] = items
         return changed
+
+    async def _reopened(self) -> None:
+        """The backend's session was opened anew: it may be another server now."""
+        if self._opened is not None:
+            await self._opened()
+        await self._resync(tuple(LISTS))
 
     async def _resync(self, lists: tuple[str, ...]) -> bool:
         """Read `lists` again and have the outer server apply each that changed."""

@@ -22,7 +22,7 @@ from ..protocol.errors import METHOD_NOT_FOUND, McpError, invalid_params
 from ..protocol.meta import LOG_LEVEL_RANK, SERVER_INFO
 from ..protocol.types import CallToolResult, GetPromptResult, Implementation, ReadResourceResult
 from .backend import BackendPool, BackendSession, BackendTarget, ClientTarget, Target
-from .held import HeldCall, HeldCalls, parse_state, principal_of
+from .held import Ended, HeldCall, HeldCalls, parse_state, principal_of
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -82,13 +82,19 @@ class ProxyBackend:
     # --- the backend's questions, logs and progress ------------------------------------------
 
     def _handlers(self, session: BackendSession) -> Mapping[str, Any]:
+        # What the backend sends on a session reaches the call the session serves, never
+        # another caller (`BackendSession.serving`); with no call to tell it is for, a
+        # question is refused and a log stays in the proxy's own log.
         def ask_client(method: str) -> Any:
             async def answer(params: BaseModel) -> Any:
-                holder = session.holder
+                holder = session.serving()
                 if not isinstance(holder, HeldCall):
                     raise McpError(
                         METHOD_NOT_FOUND,
-                        f"the proxy relays {method} to its client only during tools/call",
+                        f"the proxy relays {method} to its client only during tools/call, "
+                        "whose backend session serves that one call; prompts, reads and "
+                        "completions share a session, where a question could reach the wrong "
+                        "caller",
                     )
                 raw = params.model_dump(mode="json", by_alias=True, exclude_none=True)
                 return await holder.ask(method, raw)
@@ -96,7 +102,7 @@ class ProxyBackend:
             return answer
 
         async def log(params: dict[str, Any]) -> None:
-            holder = session.holder
+            holder = session.serving()
             ctx = holder.ctx if isinstance(holder, HeldCall) else None
             if ctx is None:
                 logger.info("backend log [%s]: %s", params.get("level"), params.get("data"))
@@ -168,7 +174,9 @@ class ProxyBackend:
             instance, call_id, step = parse_state(state)
             if instance != held.instance:
                 return await self._elsewhere(ctx, instance, call_id, step)
-            call = held.resume(call_id, step, principal_of(ctx), ctx.input_responses)
+            call: HeldCall | Ended = held.resume(
+                call_id, step, principal_of(ctx), ctx.input_responses
+            )
         else:
             arguments = ctx.params.get("arguments")
 
@@ -185,7 +193,8 @@ class ProxyBackend:
                                 name,
                                 arguments if isinstance(arguments, dict) else None,
                                 progress_callback=progress,
-                            )
+                            ),
+                            effect=True,
                         )
                         return result
                     finally:
@@ -201,7 +210,9 @@ class ProxyBackend:
             raise invalid_params(
                 "this retry reached a proxy instance that does not hold its backend call "
                 "(the instance restarted, or rounds of one call are not routed to one "
-                "instance, and no shared store relays them): call the tool again"
+                "instance, and no shared store relays them), and that call may have run: "
+                "check what it did before calling the tool again",
+                {"mayHaveRun": True},
             )
         return await relay.forward(ctx, instance, call_id, step)
 

@@ -1,27 +1,37 @@
 """The relay: a retry that reached one proxy instance, carried to the instance holding its call.
 
 A held call lives in one process (`held.py`). Instances sharing a store and a broker
-(`MRTR_STORE_URL`, or `ServerOptions.store` and `broker`) carry a round to it. Rules:
+(`MRTR_STORE_URL`, or `ServerOptions.store` and `broker`) carry a round to it. The broker may
+lose a message or deliver one twice (a pub/sub reconnect is enough), and the store may pause:
+nothing below rests on one message arriving once. Rules:
 
 1. Instance B, given a retry whose `requestState` names instance A, writes the retry's
-   answers, its caller and the caller's capabilities in the store under the round
-   (`mrtr/proxy/<call>/<step>/ask`, set if absent) and signals A on A's channel
-   (`mrtr/proxy/<A>`). A re-sent retry finds the round already forwarded and waits for the
-   same outcome.
+   answers, its caller and the caller's capabilities in the store under the round, which is
+   the call, its step and a digest of the answers (`mrtr/proxy/<call>/<step>/<digest>/ask`,
+   set if absent): a retry that carries other answers (one left out before, now given) is
+   another round, and a re-sent retry is the same one. B signals A on A's channel
+   (`mrtr/proxy/<A>`), and signals again every `RESIGNAL` seconds until A has taken the round,
+   so a lost signal only delays it. A re-sent retry finds the round already forwarded and
+   waits for the same outcome.
 2. A takes the round once (`.../taken`, set if absent, renewed every `CLAIM_TTL` / 3 seconds
-   while it works), applies the answers to its held call, runs the call to its result or its
-   next questions, writes that outcome (`.../outcome`) and signals B. An error (the call is no
-   longer held, its answers were applied already, the backend failed) is an outcome too.
+   while it works); a round whose outcome is written already is not served again, so a signal
+   delivered twice, or late, changes nothing. A applies the answers to its held call, runs
+   the call to its result or its next questions, writes that outcome (`.../outcome`) and
+   signals B. The call's own errors (it is no longer held, the backend failed) are outcomes
+   too.
 3. B waits for the outcome, looking at the store with a backoff and woken by A's signal. If
-   nobody took the round within `TAKE_TIMEOUT` seconds, or the claim lapsed without an
-   outcome (A stopped: a kill -9 included), B answers -32603 saying the instance holding the
-   call is gone and to call the tool again. Nothing is run again: the backend call died with A.
+   nobody took the round within `TAKE_TIMEOUT` seconds, or its claim stayed lapsed for
+   `CLAIM_TTL` seconds without an outcome (A stopped: a kill -9 included), B answers -32603
+   saying the instance holding the call is gone, with `data.mayHaveRun` true (the backend
+   call died with A, maybe after its effect). That answer is B's, never written as the
+   round's outcome: a re-send of the round waits for A again.
 4. The backend's logs and progress during the round go from A to B on B's channel, each
    counted (`note <round> <JSON>`), and B passes them on to the client in order, on the
    retry's stream. The outcome says how many A sent: B answers once it has passed them all
    on (the broker and the store are two paths, so the outcome may arrive first), or after
-   `NOTE_WAIT` seconds at most. B queues at most `MAX_NOTES` of them for a client slower
-   than the backend; past that it drops the newest, and logs that it did.
+   `NOTE_WAIT` seconds at most (a note the broker lost is not waited for longer). B queues
+   at most `MAX_NOTES` of them for a client slower than the backend; past that it drops the
+   newest, and logs that it did.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import json
 import logging
 import time
@@ -48,7 +59,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("mrtr.proxy")
 
 #: Seconds a forwarded round may wait for the holding instance to take it.
-TAKE_TIMEOUT = 5.0
+TAKE_TIMEOUT = 10.0
+#: Seconds between two signals of a forwarded round not taken yet (rule 1).
+RESIGNAL = 0.5
 #: Seconds a taken round's claim lives unless renewed (the holder renews it while it works).
 CLAIM_TTL = 3.0
 #: The longest pause between two looks at the store for an outcome.
@@ -111,19 +124,22 @@ class Relay:
 
     async def forward(self, ctx: RequestContext, instance: str, call_id: str, step: int) -> Any:
         """Serve a retry for the call `instance` holds; its result, questions or error."""
-        key = f"mrtr/proxy/{call_id}/{step}"
+        responses = ctx.input_responses
+        digest = hashlib.sha256(
+            json.dumps(responses, sort_keys=True, separators=(",", ":")).encode()
+        ).hexdigest()[:24]
+        key = f"mrtr/proxy/{call_id}/{step}/{digest}"
         ask = {
             "from": self.held.instance,
             "principal": principal_of(ctx),
-            "responses": ctx.input_responses,
+            "responses": responses,
             "capabilities": ctx.client_capabilities,
         }
         woken = self._waiting[key] = asyncio.Event()
         notes = self._notes[key] = _Notes(ctx)
         try:
-            if await self.store.add(f"{key}/ask", json.dumps(ask).encode(), self._ttl):
-                self.broker.publish(channel(instance), f"serve {key}".encode())
-            outcome = await self._outcome(key, woken)
+            await self.store.add(f"{key}/ask", json.dumps(ask).encode(), self._ttl)
+            outcome = await self._outcome(key, woken, channel(instance))
             sent = outcome.get("notes")
             await notes.passed_on(sent if type(sent) is int else 0)
         finally:
@@ -132,23 +148,29 @@ class Relay:
             notes.stop()
         return _decoded(outcome)
 
-    async def _outcome(self, key: str, woken: asyncio.Event) -> dict[str, Any]:
+    async def _outcome(self, key: str, woken: asyncio.Event, holder: str) -> dict[str, Any]:
         started = time.monotonic()
         taken_seen = False
+        lapsed_at: float | None = None
+        signalled = -RESIGNAL
         pause = 0.02
         while True:
             raw = await self.store.get(f"{key}/outcome")
             if raw is not None:
                 outcome: dict[str, Any] = json.loads(raw)
                 return outcome
+            now = time.monotonic()
             if await self.store.get(f"{key}/taken") is not None:
-                taken_seen = True
-            elif taken_seen or time.monotonic() - started > TAKE_TIMEOUT:
-                raise McpError(
-                    INTERNAL_ERROR,
-                    "the proxy instance holding this call's backend call is gone (it stopped "
-                    "before answering): call the tool again",
-                )
+                taken_seen, lapsed_at = True, None
+            elif taken_seen:
+                lapsed_at = lapsed_at or now
+                if now - lapsed_at > CLAIM_TTL:
+                    raise _gone()
+            elif now - started > TAKE_TIMEOUT:
+                raise _gone()
+            if not taken_seen and now - signalled >= RESIGNAL:
+                signalled = now  # rule 1: until taken, a lost signal is sent again
+                self.broker.publish(holder, f"serve {key}".encode())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(woken.wait(), pause)
             woken.clear()
@@ -157,7 +179,10 @@ class Relay:
     # --- on the instance holding the call (rule 2) -------------------------------------------
 
     async def _serve(self, key: str) -> None:
-        _, _, call_id, step_text = key.split("/")
+        parts = key.split("/")
+        if len(parts) != 5:
+            return  # not a round's key: nothing to serve
+        call_id, step_text = parts[2], parts[3]
         claim = f"{key}/taken"
         if not await self.store.add(claim, self.held.instance.encode(), CLAIM_TTL):
             return  # taken already
@@ -167,6 +192,11 @@ class Relay:
             raw = await self.store.get(f"{key}/ask")
             ask = json.loads(raw) if raw is not None else {}
             sender = ask.get("from")
+            if await self.store.get(f"{key}/outcome") is not None:
+                # Served already: this signal came twice, or late (rule 2).
+                if isinstance(sender, str):
+                    self.broker.publish(channel(sender), f"done {key}".encode())
+                return
             try:
                 held = self.held.resume(
                     call_id, int(step_text), ask.get("principal", ""), ask.get("responses", {})
@@ -179,7 +209,13 @@ class Relay:
                 outcome = {"error": exc.to_error()}
             except Exception:
                 logger.exception("serving a relayed round of %s failed", call_id)
-                outcome = {"error": {"code": INTERNAL_ERROR, "message": "the proxied call failed"}}
+                outcome = {
+                    "error": {
+                        "code": INTERNAL_ERROR,
+                        "message": "the proxied call failed",
+                        "data": {"mayHaveRun": True},
+                    }
+                }
             if heard is not None:
                 heard.stop()
                 outcome["notes"] = heard.sent
@@ -193,6 +229,17 @@ class Relay:
         while True:
             await asyncio.sleep(CLAIM_TTL / 3)
             await self.store.set(claim, self.held.instance.encode(), CLAIM_TTL)
+
+
+def _gone() -> McpError:
+    """B's answer when the instance holding the call is gone (rule 3)."""
+    return McpError(
+        INTERNAL_ERROR,
+        "the proxy instance holding this call's backend call is gone (it stopped before "
+        "answering), and the backend call may have run: check what it did before calling "
+        "the tool again",
+        {"mayHaveRun": True},
+    )
 
 
 class _SentBack:

@@ -30,6 +30,7 @@ from ..protocol.era import is_modern
 from ..protocol.errors import McpError
 from ..stepping import start_task
 from .budgets import refusal
+from .cancellation import cancel_by_client
 from .session import LegacySession
 
 if TYPE_CHECKING:
@@ -167,7 +168,7 @@ class ServerConnection:
         task = self._tasks.get(request_id)
         if task is not None:
             logger.debug("cancelling request %r: %s", params.get("requestId"), params.get("reason"))
-            task.cancel()
+            cancel_by_client(task)
 
     async def _run(self, message: dict[str, Any], session: LegacySession | None) -> None:
         try:

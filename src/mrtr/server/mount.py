@@ -5,7 +5,8 @@ Rules:
 
 1. Names: a mounted tool or prompt `name` is `prefix_name`; a resource or template URI
    `scheme://rest` is `scheme://prefix/rest` (`scheme:rest` without `//` is
-   `scheme:prefix/rest`). The prefix is 1-64 characters of A-Z, a-z, 0-9, `_`, `-`, `.`.
+   `scheme:prefix/rest`). The prefix is 1-64 characters of A-Z, a-z, 0-9, `_`, `-`, `.`; or
+   empty, which renames nothing (how `mrtr proxy` serves its backend as its own).
 2. A mounted thing is an entry of the outer registry whose handler forwards the request to the
    mounted one: the outer server's middleware and options apply to it as to its own, and the
    mounted server's middleware still runs around its own handler, its disabled tags hide
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("mrtr.server.mount")
 
-_PREFIX = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+_PREFIX = re.compile(r"[A-Za-z0-9_.\-]{0,64}")
 
 #: The lists a mountable offers, by the change notification that announces each.
 KINDS: dict[str, tuple[str, ...]] = {
@@ -275,6 +276,8 @@ class _MountedResource(ResourceEntry):
 
 def prefixed_uri(prefix: str, uri: str) -> str:
     """`uri` as mounted under `prefix` (rule 1)."""
+    if not prefix:
+        return uri
     scheme, sep, rest = uri.partition("://")
     if sep:
         return f"{scheme}://{prefix}/{rest}"
@@ -293,6 +296,8 @@ def _outer_uri(prefix: str, item: Any) -> Any:
 
 def unprefixed_uri(prefix: str, uri: str) -> str:
     """The mounted server's own URI for `uri`, as mounted under `prefix` (rule 1)."""
+    if not prefix:
+        return uri
     scheme, sep, rest = uri.partition("://")
     if not sep:
         scheme, sep, rest = uri.partition(":")
@@ -313,7 +318,7 @@ class Mount:
     def key(self, noun: str, key: str) -> str:
         """The outer name or URI of the mounted `key`."""
         if noun in ("tool", "prompt"):
-            return f"{self.prefix}_{key}"
+            return f"{self.prefix}_{key}" if self.prefix else key
         return prefixed_uri(self.prefix, key)
 
     def _taken(self, noun: str, key: str) -> bool:
@@ -465,7 +470,8 @@ class Mount:
         """A `completion/complete` reference in the mounted server's own names, when it names
         something this mount holds; else None."""
         if ref.get("type") == "ref/prompt" and ("prompt", ref.get("name")) in self.held:
-            return {**ref, "name": str(ref["name"]).removeprefix(self.prefix + "_")}
+            name = str(ref["name"])
+            return {**ref, "name": name.removeprefix(self.prefix + "_") if self.prefix else name}
         uri = ref.get("uri")
         if ref.get("type") == "ref/resource" and (
             ("resource", uri) in self.held or ("resource template", uri) in self.held
@@ -533,7 +539,8 @@ def mount(registry: Registry, lifespan: LifespanRunner, prefix: str, other: Moun
     rules); what `Server.mount` does."""
     if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
         raise ValueError(
-            f"mount prefix {prefix!r} must be 1-64 characters of A-Z, a-z, 0-9, '_', '-', '.'"
+            f"mount prefix {prefix!r} must be 1-64 characters of A-Z, a-z, 0-9, '_', '-', '.' "
+            "(or empty, to offer the names as they are)"
         )
     if lifespan.active:
         raise RuntimeError(
