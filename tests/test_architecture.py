@@ -65,6 +65,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "mrtr.server.budgets",
             "mrtr.server.session",
             "mrtr.server.subscriptions",
+            # Which requests their client cancelled (the connection marks, the proxy asks).
+            "mrtr.server.cancellation",
             "mrtr.server.tasks.record",
             "mrtr.server.tasks.storage",
             "mrtr.server.tasks.settings",
