@@ -2,15 +2,16 @@
 front of an mrtr stdio backend (`servers/proxy_backend_rigor.py`, a real process): what the
 backend sends during a request reaches that request's caller or is refused, never another's;
 a round dropped after its answers reached the backend re-attaches on its re-send, so the
-backend's effect runs once; a call really gone says `mayHaveRun`; and between two instances
-sharing a store and a broker, a partial answer, a lost or a doubled broker message neither
-strand nor double a relayed round.
+backend's effect runs once; a call really gone says `mayHaveRun`, and one its client cancels
+is cancelled; and between two instances sharing a store and a broker, a partial answer, a
+lost or a doubled broker message neither strand nor double a relayed round.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import secrets
 import sys
@@ -22,10 +23,12 @@ import pytest
 
 import mrtr
 from mrtr import Client, ClientOptions, ElicitResult, ServerOptions
+from mrtr.protocol import jsonrpc
 from mrtr.protocol.errors import INVALID_PARAMS, McpError
 from mrtr.proxy import BackendTarget, ProxyBackend, proxy_server
 from mrtr.server.store import MemoryBroker, MemoryStore
-from mrtr_flows import accept, call_tool, error_of, result_of
+from mrtr.transport.stdio_server import serve_stdio
+from mrtr_flows import accept, call_tool, error_of, request_meta, result_of
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -295,4 +298,66 @@ async def test_a_relayed_round_survives_a_lost_or_doubled_broker_message(
             )
         )
     assert final["content"][0]["text"] == "booked tent (big)"
+    assert effects(ledger) == ["effect tent"]
+
+
+class Lines:
+    """Where a stdio server writes: each line decoded, in a queue."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    def write(self, data: bytes) -> None:
+        for line in data.splitlines():
+            self.queue.put_nowait(json.loads(line))
+
+    async def drain(self) -> None:
+        return None
+
+    async def response(self, request_id: int) -> dict[str, Any]:
+        while True:
+            message = await asyncio.wait_for(self.queue.get(), 30)
+            if message.get("id") == request_id and "method" not in message:
+                return message
+
+
+async def test_a_round_its_client_cancels_cancels_the_backend_call(tmp_path: Path) -> None:
+    """`notifications/cancelled` is the client's word: the call is not kept for a re-send."""
+    ledger = tmp_path / "ledger"
+    proxy = proxy_server(ProxyBackend(target(ledger, delay=1.5)))
+    stdin, stdout = asyncio.StreamReader(), Lines()
+    serving = asyncio.ensure_future(serve_stdio(proxy, stdin, stdout))
+
+    def send(request_id: int, params: dict[str, Any]) -> None:
+        body = {"name": "book", "arguments": {"item": "tent"}, **params, "_meta": request_meta()}
+        message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": body}
+        stdin.feed_data(json.dumps(message).encode() + b"\n")
+
+    try:
+        send(1, {})
+        first = result_of(await stdout.response(1))
+        [size] = first["inputRequests"]
+        send(
+            2, {"inputResponses": {size: accept(size="big")}, "requestState": first["requestState"]}
+        )
+        second = result_of(await stdout.response(2))
+        [confirm] = second["inputRequests"]
+        final = {
+            "inputResponses": {confirm: accept(ok=True)},
+            "requestState": second["requestState"],
+        }
+        send(3, final)
+        await until(lambda: effects(ledger) == ["effect tent"], "the effect")
+        cancel = {"requestId": 3, "reason": "the user gave up"}
+        stdin.feed_data(
+            json.dumps(jsonrpc.notification("notifications/cancelled", cancel)).encode() + b"\n"
+        )
+        await asyncio.sleep(0.3)
+        send(4, final)
+        error = error_of(await stdout.response(4))
+    finally:
+        stdin.feed_eof()
+        await asyncio.wait_for(serving, 30)
+    assert error["code"] == INVALID_PARAMS
+    assert error["data"]["mayHaveRun"] is True
     assert effects(ledger) == ["effect tent"]
