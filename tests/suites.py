@@ -29,6 +29,7 @@ UNIT = frozenset(
         "test_flow_fast_path.py",
         "test_http_fast_path.py",
         "test_http_transport.py",
+        "test_install_keeps_entries.py",
         "test_key_rotation.py",
         "test_legacy_client.py",
         "test_legacy_http.py",

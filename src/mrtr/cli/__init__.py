@@ -108,9 +108,11 @@ Where each host keeps its servers (--config PATH writes another file):
 
 The entry runs this Python, which has mrtr, with `-m mrtr serve /abs/FILE.py:ATTR`; --with
 and --with-editable packages are layered over it with `uv run --python THIS`. Other
-entries are kept, the previous file is kept as FILE.bak, and an entry of the same name is
-replaced only with --force. With --proxy URL the entry runs `-m mrtr proxy URL` instead,
-for a host that starts only stdio servers to reach a remote one.
+entries are kept, the previous file is kept as FILE.bak, a symlinked file is written
+through to its target, and an entry of the same name is replaced only with --force (which
+through `claude mcp` keeps the old entry until the new one is added). With --proxy URL
+the entry runs `-m mrtr proxy URL` instead, for a host that starts only stdio servers to
+reach a remote one.
 
 examples:
   mrtr install claude-desktop examples/shop.py:server

@@ -16,15 +16,25 @@ servers reaches a remote server (of either era) through it, its questions includ
 The entry runs `mrtr serve /absolute/file.py:ATTR` with this Python interpreter, which has mrtr
 whatever the install (editable, wheel, `git+`): `python -m mrtr serve ...`. Packages given with
 `--with`/`--with-editable` are layered over it by `uv run --no-project --python THIS ...`.
-Merging keeps every other entry and top-level key, refuses to replace an entry of the same
-name without `--force`, keeps the previous file as `<file>.bak`, and replaces the file
-atomically (a temporary file renamed over it), so a host never reads half a file.
+
+Rules:
+
+* Merging keeps every other entry and top-level key, refuses to replace an entry of the same
+  name without `--force`, keeps the previous file as `<file>.bak`, and replaces the file
+  atomically (a temporary file renamed over it), so a host never reads half a file.
+* A file that is a symbolic link (or a chain of them) is written through: the file it ends
+  at is replaced atomically in its own directory and the link stays; `<file>.bak` is beside
+  the path named. A link to nothing, or a loop, is refused with nothing written.
+* `--force` through `claude mcp` never leaves fewer working entries than before: the new
+  entry is added under a temporary name, then the old removed, then the new added under its
+  name and the temporary one dropped; a failed step says which entries are left.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -192,8 +202,9 @@ def merge_entry(path: Path, key: str, name: str, entry: dict[str, Any], force: b
     (nothing is written). Raises `InstallError` when the file is not a JSON object, or holds
     another entry named `name` and `force` is false.
     """
+    target = _link_target(path)
     config: dict[str, Any] = {}
-    existed = path.exists()
+    existed = target.exists()
     commented: str | None = None  # the text of a JSONC file, edited in place to keep comments
     if existed:
         try:
@@ -236,24 +247,47 @@ def merge_entry(path: Path, key: str, name: str, entry: dict[str, Any], force: b
                 f"{path}: cannot add the entry without disturbing its comments; remove the "
                 "comments or add the entry by hand (nothing was written)"
             )
-    _write_atomically(path, written, existed)
+    _write_atomically(path, target, written, existed)
     return True
 
 
-def _write_atomically(path: Path, text: str, existed: bool) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _link_target(path: Path) -> Path:
+    """The file to write for `path`: `path` itself, or the file a symbolic link (or a chain of
+    them) ends at, so that the link, often a dotfiles checkout's, stays a link."""
+    if not path.is_symlink():
+        return path
+    try:
+        return path.resolve(strict=True)
+    except FileNotFoundError:
+        # Refused rather than created: a link to nothing usually means the checkout holding its
+        # target moved or is missing, and a file created there would not be the one meant.
+        raise InstallError(
+            f"{path} is a symbolic link to {path.resolve()}, which does not exist; create that "
+            "file (`{}` will do) or replace the link (nothing was written)"
+        ) from None
+    except (OSError, RuntimeError) as exc:  # a loop: RuntimeError up to 3.12, OSError after
+        raise InstallError(
+            f"{path} is a symbolic link that leads to no file ({exc}); nothing was written"
+        ) from None
+
+
+def _write_atomically(path: Path, target: Path, text: str, existed: bool) -> None:
+    """Write `text` to `target` (`path`, or the file the link `path` ends at) by renaming a
+    temporary file over it in its own directory, keeping the previous content as `path.bak`."""
+    target.parent.mkdir(parents=True, exist_ok=True)
     # A new file may hold secrets (--env): readable by its owner only.
-    mode = path.stat().st_mode & 0o777 if existed else 0o600
+    mode = target.stat().st_mode & 0o777 if existed else 0o600
     if existed:
-        shutil.copy2(path, path.with_name(path.name + ".bak"))
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        shutil.copy2(target, path.with_name(path.name + ".bak"))
+    # The temporary file sits beside the target: a rename is atomic only within one filesystem.
+    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as file:
             file.write(text)
             file.flush()
             os.fsync(file.fileno())
         os.chmod(temporary, mode)
-        os.replace(temporary, path)
+        os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
@@ -327,25 +361,76 @@ class InstallCommand:
         return 0
 
     def _claude_mcp_add(self, claude: str, name: str, wire: dict[str, Any], err: TextIO) -> int:
-        if self.force:  # add-json refuses an existing name: remove it first
-            subprocess.run(
-                [claude, "mcp", "remove", name], capture_output=True, check=False, timeout=60
-            )
-        done = subprocess.run(
-            [claude, "mcp", "add-json", name, json.dumps({"type": "stdio", **wire})],
-            check=False,
-            timeout=60,
-        )
-        if done.returncode != 0:
-            print(f"mrtr install: `claude mcp add-json` failed (status {done.returncode})",
+        config = json.dumps({"type": "stdio", **wire})
+        if self.force:
+            return _claude_mcp_replace(claude, name, config, err)
+        added, why = _run_claude(claude, ["add-json", name, config], show=True)
+        if not added:
+            print(f"mrtr install: `claude mcp add-json` failed ({why})", file=err)
+        return 0 if added else 1
+
+
+#: Where `--force` puts the new entry while the old one is still there (`add-json` refuses a
+#: name it has): the old one is removed only once the new one is known to be addable.
+REPLACING_SUFFIX = "-mrtr-replacing"
+
+
+def _claude_mcp_replace(claude: str, name: str, config: str, err: TextIO) -> int:
+    """`claude mcp add-json` over an entry that may exist, never ending with fewer working
+    entries than before: add under a temporary name, remove the old, add, drop the temporary.
+
+    The old entry cannot be read back exactly to restore it (`claude mcp get` prints a
+    summary, and misses some scopes), so it is removed only once the new one has been added.
+    """
+    temporary = name + REPLACING_SUFFIX
+    added, why = _run_claude(claude, ["add-json", temporary, config])
+    if not added:
+        print(f"mrtr install: could not add the new entry (as {temporary!r}: {why}); "
+              f"{name!r} is unchanged", file=err)  # fmt: skip
+        return 1
+    # A failure here is expected when there is no old entry; it matters only if the add fails.
+    removed, why_kept = _run_claude(claude, ["remove", name])
+    added, why = _run_claude(claude, ["add-json", name, config], show=True)
+    if added:
+        dropped, why_left = _run_claude(claude, ["remove", temporary])
+        if not dropped:
+            print(f"mrtr install: {name!r} is installed, but removing the temporary entry "
+                  f"{temporary!r} failed ({why_left}): `claude mcp remove {temporary}`",
                   file=err)  # fmt: skip
-            return 1
         return 0
+    if not removed:
+        # Both failed: the old entry is still there (in two scopes, say), so nothing changes.
+        dropped, why_left = _run_claude(claude, ["remove", temporary])
+        left = "" if dropped else f"; remove {temporary!r} with `claude mcp remove {temporary}`"
+        print(f"mrtr install: could not remove the old {name!r} ({why_kept}); {name!r} is "
+              f"unchanged{left}", file=err)  # fmt: skip
+        return 1
+    again = shlex.join([claude, "mcp", "add-json", name, config])
+    print(f"mrtr install: the old {name!r} was removed, then adding {name!r} failed ({why}); "
+          f"the new entry is installed as {temporary!r} and works under that name. To give it "
+          f"its name: `{again}`, then `claude mcp remove {temporary}`", file=err)  # fmt: skip
+    return 1
+
+
+def _run_claude(claude: str, words: list[str], *, show: bool = False) -> tuple[bool, str]:
+    """Run `claude mcp WORDS`: whether it succeeded, and if not, why in a few words.
+
+    `show` lets the CLI speak to the user (the step they asked for); otherwise its output is
+    captured and only its reason for failing is returned.
+    """
+    try:
+        done = subprocess.run(
+            [claude, "mcp", *words], capture_output=not show, text=True, check=False, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"it did not run: {exc}"
+    if done.returncode == 0:
+        return True, ""
+    said = " ".join((done.stderr or done.stdout or "").split())
+    return False, f"status {done.returncode}" + (f": {said}" if said else "")
 
 
 def _shell_line(entry: ServerEntry) -> str:
-    import shlex
-
     return shlex.join([entry.command, *entry.args])
 
 
