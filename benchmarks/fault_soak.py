@@ -24,9 +24,9 @@ record of its outcome in the store are separate steps, with real I/O between the
 The run is cut into equal windows of `--duration` (six by default; a window lasts at least as
 long as its fault takes): a baseline, then one fault each, injected at the window's start:
 
-* kill -9 of an instance, aimed: as soon as one of its effects reaches the ledger (within
-  `AIM_TIMEOUT`), while that effect waits for its acknowledgement; then a new one started on
-  its port;
+* kill -9 of an instance, aimed: as soon as the effect of one of its 2026-07-28 flows
+  reaches the ledger (within `AIM_TIMEOUT`), while that effect waits for its
+  acknowledgement; then a new one started on its port;
 * Redis paused 3 s (SIGSTOP, SIGCONT);
 * Redis killed and restarted on its append-only file (what it had, up to a second);
 * Redis killed and restarted empty, without persistence;
@@ -103,8 +103,9 @@ class Ledger:
     service on a loopback socket (see `benchmarks/fault_soak_server.py` for its lines).
 
     An effect is recorded (flow id, time) as its line arrives and acknowledged
-    `acknowledge_after` seconds later. `aim` makes the next effect of one process set `hit`,
-    for a kill that lands between an effect and the record of its outcome.
+    `acknowledge_after` seconds later. `aim` makes the next effect of one process in a
+    2026-07-28 flow (whose round journals its `once` in the store) set `hit`, for a kill that
+    lands between an effect and the record of its outcome.
     """
 
     def __init__(self, acknowledge_after: float) -> None:
@@ -133,12 +134,12 @@ class Ledger:
     async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             words = (await reader.readline()).decode(errors="replace").split()
-            if len(words) == 4 and words[0] == "effect" and words[3].isdigit():
-                _, flow, key, pid = words
+            if len(words) == 5 and words[0] == "effect" and words[3].isdigit():
+                _, flow, key, pid, era = words
                 with self._lock:
                     self.effects[flow].append(time.monotonic())
                     self.keys.add(key)
-                    if self._aim == int(pid):
+                    if self._aim == int(pid) and era == "modern":
                         self._aim, self.hit_flow, self.hit_at = None, flow, time.monotonic()
                         self.hit.set()
                 await asyncio.sleep(self.acknowledge_after)
@@ -146,7 +147,7 @@ class Ledger:
             elif len(words) == 2 and words[0] == "seen":
                 writer.write(b"yes\n" if words[1] in self.keys else b"no\n")
             else:
-                writer.write(b"error: expected 'effect FLOW KEY PID' or 'seen KEY'\n")
+                writer.write(b"error: expected 'effect FLOW KEY PID ERA' or 'seen KEY'\n")
             await writer.drain()
         except OSError:
             pass  # the instance was killed while it waited: its effect is recorded all the same
@@ -668,12 +669,12 @@ def faults_for(cluster: Cluster, redis: Redis, ledger: Ledger, names: list[str])
         pid = cluster.instances[0].pid
         ledger.aim(pid)
         aimed = ledger.hit.wait(AIM_TIMEOUT)
-        cluster.kill(0)
-        ledger.aim(None)
+        cluster.kill(0)  # waits for its death: `killed` is an upper bound
         killed = time.monotonic()
         restart(cluster, 0)
         if not aimed:
-            return f"no effect of process {pid} reached the ledger in {AIM_TIMEOUT:g} s"
+            ledger.aim(None)
+            return f"no modern effect of process {pid} reached the ledger in {AIM_TIMEOUT:g} s"
         return (
             f"killed {killed - ledger.hit_at:.3f} s after the effect of {ledger.hit_flow} "
             f"reached the ledger (acknowledged after {ledger.acknowledge_after:g} s)"

@@ -2,14 +2,15 @@
 
 `transfer` asks twice, then performs its side effect in `ctx.once("effect", ...)`: it tells
 the ledger (the outside system, a TCP service the soak runs at `MRTR_SOAK_LEDGER`,
-`host:port`) the flow, the effect's idempotency key (`ctx.once_key("effect")`) and the
-process, and waits for the ledger's acknowledgement, which comes a moment later. The ledger
-records the effect when the line arrives, so a process killed while it waits has performed
-the effect and not recorded its outcome: the `once` stays "started" in the store, and the
-round's retry meets it as uncertain. `MRTR_SOAK_ON_UNCERTAIN` picks `on_uncertain`: "fail"
-(the default), "retry", or "check" (the effect may have run if the ledger knows its key).
-`whoami` answers the cluster helpers' readiness probes. Built without `options=`: `mrtr
-serve` configures it from the `MRTR_*` variables.
+`host:port`) the flow, the effect's idempotency key (`ctx.once_key("effect")`), the process
+and the era (`legacy` on a legacy session, where nothing is journaled), and waits for the
+ledger's acknowledgement, which comes a moment later. The ledger records the effect when the
+line arrives, so a process killed while it waits has performed the effect and not recorded
+its outcome: the `once` stays "started" in the store, and the round's retry meets it as
+uncertain. `MRTR_SOAK_ON_UNCERTAIN` picks `on_uncertain`: "fail" (the default), "retry", or
+"check" (the effect may have run if the ledger knows its key). `whoami` answers the cluster
+helpers' readiness probes. Built without `options=`: `mrtr serve` configures it from the
+`MRTR_*` variables.
 
 Rules:
 
@@ -47,9 +48,9 @@ async def ledger(line: str) -> str:
     return answer.decode().strip()
 
 
-async def perform(flow: str, key: str) -> str:
+async def perform(flow: str, key: str, era: str) -> str:
     """The effect: the ledger records it as the line arrives; its acknowledgement follows."""
-    answer = await ledger(f"effect {flow} {key} {os.getpid()}")
+    answer = await ledger(f"effect {flow} {key} {os.getpid()} {era}")
     if answer != "ok":
         raise RuntimeError(f"the ledger refused the effect of {flow}: {answer}")
     return key
@@ -85,5 +86,6 @@ async def transfer(ctx: RequestContext, flow: str) -> dict[str, object]:
     await ctx.elicit(f"{flow}: step one?", STEP, key="one")
     await ctx.elicit(f"{flow}: step two?", STEP, key="two")
     key = ctx.once_key("effect")
-    await ctx.once("effect", lambda: perform(flow, key), type=str, on_uncertain=ON_UNCERTAIN)
+    era = "modern" if ctx.session is None else "legacy"
+    await ctx.once("effect", lambda: perform(flow, key, era), type=str, on_uncertain=ON_UNCERTAIN)
     return {"flow": flow, "pid": os.getpid()}
