@@ -35,20 +35,20 @@ long as its fault takes): a baseline, then one fault each, injected at the windo
 `--faults` picks the faults and their order (names in `FAULTS`; one may come more than
 once), after the baseline window.
 
-A flow counts against the window in which its trouble began (its first error, or the start
-of the attempt that got no answer), or in which it started if it had none. Per window:
-flows, ok, failed (gave up after `ATTEMPTS` tries), hung (no answer within
-`--flow-timeout`), uncertain (ended with -32603 `effect_uncertain`: its `once` started in an
-attempt that never finished), of which ran (the ledger has the uncertain flow's effect), side
-effects doubled (the ledger got a flow's effect more than once), late (an effect the ledger
-got after its client gave up; the ledger is read `--tail` seconds after the last flow ended),
-and time to recover (from the injection to the moment the last flow in trouble got into it; 0
-when none was). Each aimed kill is then described (the flow whose effect it cut, and how long
-after the effect arrived), and each hung flow listed with what its client last saw: the
-request it waited on, how many questions it had answered, its last HTTP exchanges (what each
-carried, when, and the status that came back), and the client's last log line. Everything it
-starts is stopped on exit, Ctrl-C and SIGTERM included. Exit status 1 when any flow hung, any
-effect ran twice or late.
+A flow counts against the window in which its trouble began (its first error, or the start of
+the attempt that got no answer), or in which it started if it had none. Per window: flows, ok,
+failed (gave up after `ATTEMPTS` tries), hung (no answer within `--flow-timeout`), uncertain
+(ended with -32603 `effect_uncertain`: its `once` started in an attempt that never finished),
+of which ran (the ledger has the uncertain flow's effect), side effects doubled (the ledger
+got a flow's effect more than once), late (an effect the ledger got after its client gave up;
+the ledger is read `--tail` seconds after the last flow ended), and time to recover (from the
+injection to the moment the last flow in trouble got into it; 0 when none was). Each aimed
+kill is then described (the flow whose effect it cut, how long after the effect arrived, and
+whether its acknowledgement had gone out), and each hung flow listed with what its client last
+saw: the request it waited on, how many questions it had answered, its last HTTP exchanges
+(what each carried, when, and the status that came back), and the client's last log line.
+Everything it starts is stopped on exit, Ctrl-C and SIGTERM included. Exit status 1 when any
+flow hung, any effect ran twice or late.
 """
 
 from __future__ import annotations
@@ -115,6 +115,8 @@ class Ledger:
         #: Flow id -> when each of its effects arrived (`time.monotonic()`).
         self.effects: dict[str, list[float]] = defaultdict(list)
         self.keys: set[str] = set()  # the idempotency keys of the effects recorded
+        #: Flow id -> when the acknowledgement of its last effect went out.
+        self.acknowledged: dict[str, float] = {}
         self._lock = threading.Lock()
         self._aim: int | None = None
         self.hit = threading.Event()
@@ -143,6 +145,7 @@ class Ledger:
                         self._aim, self.hit_flow, self.hit_at = None, flow, time.monotonic()
                         self.hit.set()
                 await asyncio.sleep(self.acknowledge_after)
+                self.acknowledged[flow] = time.monotonic()
                 writer.write(b"ok\n")
             elif len(words) == 2 and words[0] == "seen":
                 writer.write(b"yes\n" if words[1] in self.keys else b"no\n")
@@ -669,15 +672,17 @@ def faults_for(cluster: Cluster, redis: Redis, ledger: Ledger, names: list[str])
         pid = cluster.instances[0].pid
         ledger.aim(pid)
         aimed = ledger.hit.wait(AIM_TIMEOUT)
-        cluster.kill(0)  # waits for its death: `killed` is an upper bound
-        killed = time.monotonic()
+        killing = time.monotonic()
+        cluster.kill(0)
+        acknowledged = ledger.acknowledged.get(ledger.hit_flow, killing)
         restart(cluster, 0)
         if not aimed:
             ledger.aim(None)
             return f"no modern effect of process {pid} reached the ledger in {AIM_TIMEOUT:g} s"
+        when = "before" if acknowledged >= killing else "after"
         return (
-            f"killed {killed - ledger.hit_at:.3f} s after the effect of {ledger.hit_flow} "
-            f"reached the ledger (acknowledged after {ledger.acknowledge_after:g} s)"
+            f"killed {killing - ledger.hit_at:.3f} s after the effect of {ledger.hit_flow} "
+            f"reached the ledger, {when} its acknowledgement went out"
         )
 
     def rolling() -> None:

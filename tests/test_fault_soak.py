@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 KILL_ROW = "kill -9 instance"
 ACKNOWLEDGE_AFTER = 0.5  # wide, so that the aimed kill lands in it on a loaded machine too
 AIMED = re.compile(
-    rf"^{KILL_ROW}: killed ([\d.]+) s after the effect of (flow-\d+) reached the ledger "
-    rf"\(acknowledged after {ACKNOWLEDGE_AFTER:g} s\)$",
+    rf"^{KILL_ROW}: killed [\d.]+ s after the effect of (flow-\d+) reached the ledger, "
+    r"before its acknowledgement went out$",
     re.M,
 )
 LISTED = re.compile(
@@ -88,8 +88,7 @@ def aimed_flow(stdout: str) -> str:
     """The flow whose effect the kill cut; the kill landed before its acknowledgement."""
     found = AIMED.search(stdout)
     assert found, stdout
-    assert float(found.group(1)) < ACKNOWLEDGE_AFTER, stdout
-    return found.group(2)
+    return found.group(1)
 
 
 def test_a_kill_between_effect_and_outcome_leaves_it_uncertain_and_ran_once() -> None:
