@@ -5,20 +5,28 @@
     python benchmarks/fault_soak.py --keep-logs                 # keep logs (path on stderr)
     python benchmarks/fault_soak.py --faults pause,pause,pause --legacy-every 2
                                                                 # one fault, three times
+    python benchmarks/fault_soak.py --faults kill --on-uncertain retry
+                                                                # the soak sees a doubled effect
 
 Three `mrtr serve` instances of `benchmarks/fault_soak_server.py` run behind haproxy with
 `deploy/haproxy.cfg`, sharing a real `redis-server` (append-only file on, fsync every second)
 on a free loopback port. `--clients` clients run flows back to back: most are 2026-07-28
-clients running the three-round `transfer` tool (two questions, then a side effect appended
-with the flow's id to a file outside the store), resuming a failed round (after a pause that
-doubles each time) from the `requestState` and answers its error carries; one in
-`--legacy-every` is a legacy (2025-11-25) session client calling the same tool, its
-questions asked live.
+clients running the three-round `transfer` tool (two questions, then a side effect in
+`ctx.once`), resuming a failed round (after a pause that doubles each time) from the
+`requestState` and answers its error carries; one in `--legacy-every` is a legacy
+(2025-11-25) session client calling the same tool, its questions asked live. The effect
+reaches the ledger, an outside system the soak runs itself (a TCP service on a free loopback
+port, outside the store): the ledger records the flow's id (unique per client call) when the
+effect arrives and acknowledges it `--acknowledge-after` seconds later, so the effect and the
+record of its outcome in the store are separate steps, with real I/O between them.
+`--on-uncertain` is the tool's `on_uncertain` (fail, retry, or check: ask the ledger).
 
 The run is cut into equal windows of `--duration` (six by default; a window lasts at least as
 long as its fault takes): a baseline, then one fault each, injected at the window's start:
 
-* kill -9 of an instance, then a new one started on its port;
+* kill -9 of an instance, aimed: as soon as the effect of one of its 2026-07-28 flows
+  reaches the ledger (within `AIM_TIMEOUT`), while that effect waits for its
+  acknowledgement; then a new one started on its port;
 * Redis paused 3 s (SIGSTOP, SIGCONT);
 * Redis killed and restarted on its append-only file (what it had, up to a second);
 * Redis killed and restarted empty, without persistence;
@@ -27,17 +35,20 @@ long as its fault takes): a baseline, then one fault each, injected at the windo
 `--faults` picks the faults and their order (names in `FAULTS`; one may come more than
 once), after the baseline window.
 
-A flow counts against the window in which its trouble began (its first error, or the start
-of the attempt that got no answer), or in which it started if it had none. Per window:
-flows, failed (gave up after `ATTEMPTS` tries), hung (no answer within `--flow-timeout`),
-side effects doubled (a flow's effect recorded more than once), late (an effect recorded
-after its client gave up; effects are read `--tail` seconds after the last flow ended), and
-time to recover (from the injection to the moment the last flow in trouble got into it; 0
-when none was). Each hung flow is then listed with what its client last saw: the request it
-waited on, how many questions it had answered, its last HTTP exchanges (what each carried,
-when, and the status that came back), and the client's last log line. Everything it starts
-is stopped on exit, Ctrl-C and SIGTERM included. Exit status 1 when any flow hung, any effect
-ran twice or late.
+A flow counts against the window in which its trouble began (its first error, or the start of
+the attempt that got no answer), or in which it started if it had none. Per window: flows, ok,
+failed (gave up after `ATTEMPTS` tries), hung (no answer within `--flow-timeout`), uncertain
+(ended with -32603 `effect_uncertain`: its `once` started in an attempt that never finished),
+of which ran (the ledger has the uncertain flow's effect), side effects doubled (the ledger
+got a flow's effect more than once), late (an effect the ledger got after its client gave up;
+the ledger is read `--tail` seconds after the last flow ended), and time to recover (from the
+injection to the moment the last flow in trouble got into it; 0 when none was). Each aimed
+kill is then described (the flow whose effect it cut, how long after the effect arrived, and
+whether its acknowledgement had gone out), and each hung flow listed with what its client last
+saw: the request it waited on, how many questions it had answered, its last HTTP exchanges
+(what each carried, when, and the status that came back), and the client's last log line.
+Everything it starts is stopped on exit, Ctrl-C and SIGTERM included. Exit status 1 when any
+flow hung, any effect ran twice or late.
 """
 
 from __future__ import annotations
@@ -55,6 +66,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
@@ -71,16 +83,79 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.cluster import Cluster, free_port, haproxy_binary, restart  # noqa: E402
 from mrtr import Client, ClientOptions, ElicitRequestParams, ElicitResult  # noqa: E402
-from mrtr.protocol.errors import REQUEST_TIMEOUT, McpError  # noqa: E402
+from mrtr.protocol.errors import EFFECT_UNCERTAIN_REASON, REQUEST_TIMEOUT, McpError  # noqa: E402
 
 TARGET = "benchmarks/fault_soak_server.py:server"
-EFFECTS_VARIABLE = "MRTR_SOAK_EFFECTS"
+LEDGER_VARIABLE = "MRTR_SOAK_LEDGER"
+ON_UNCERTAIN_VARIABLE = "MRTR_SOAK_ON_UNCERTAIN"
+ON_UNCERTAIN = ("fail", "retry", "check")
 INSTANCES = 3
 ATTEMPTS = 4  # one try and up to 3 resumptions per modern flow; a legacy call is tried once
 BACKOFF = 0.5  # seconds before the first resumption, doubled for each next one
 REDIS_PAUSE = 3.0
 REDIS_START_TIMEOUT = 10.0
 STOP_MARGIN = 10.0  # past the flow timeout, seconds a client gets to notice the end
+AIM_TIMEOUT = 5.0  # seconds an aimed kill waits for an effect of its instance
+
+
+class Ledger:
+    """The outside system `transfer`'s effect reaches, counted by the soak itself: a TCP
+    service on a loopback socket (see `benchmarks/fault_soak_server.py` for its lines).
+
+    An effect is recorded (flow id, time) as its line arrives and acknowledged
+    `acknowledge_after` seconds later. `aim` makes the next effect of one process in a
+    2026-07-28 flow (whose round journals its `once` in the store) set `hit`, for a kill that
+    lands between an effect and the record of its outcome.
+    """
+
+    def __init__(self, acknowledge_after: float) -> None:
+        self.acknowledge_after = acknowledge_after
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.socket.getsockname()[1]}"
+        #: Flow id -> when each of its effects arrived (`time.monotonic()`).
+        self.effects: dict[str, list[float]] = defaultdict(list)
+        self.keys: set[str] = set()  # the idempotency keys of the effects recorded
+        #: Flow id -> when the acknowledgement of its last effect went out.
+        self.acknowledged: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._aim: int | None = None
+        self.hit = threading.Event()
+        self.hit_flow = ""  # the flow whose effect set `hit`, and when it arrived
+        self.hit_at = 0.0
+
+    async def serve(self) -> asyncio.Server:
+        """Answer on the ledger's socket (connections wait in its backlog until then)."""
+        return await asyncio.start_server(self._exchange, sock=self.socket)
+
+    def aim(self, pid: int | None) -> None:
+        """Set `hit` when the next effect of process `pid` arrives (None: of no process)."""
+        with self._lock:
+            self._aim, self.hit_flow = pid, ""
+            self.hit.clear()
+
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            words = (await reader.readline()).decode(errors="replace").split()
+            if len(words) == 5 and words[0] == "effect" and words[3].isdigit():
+                _, flow, key, pid, era = words
+                with self._lock:
+                    self.effects[flow].append(time.monotonic())
+                    self.keys.add(key)
+                    if self._aim == int(pid) and era == "modern":
+                        self._aim, self.hit_flow, self.hit_at = None, flow, time.monotonic()
+                        self.hit.set()
+                await asyncio.sleep(self.acknowledge_after)
+                self.acknowledged[flow] = time.monotonic()
+                writer.write(b"ok\n")
+            elif len(words) == 2 and words[0] == "seen":
+                writer.write(b"yes\n" if words[1] in self.keys else b"no\n")
+            else:
+                writer.write(b"error: expected 'effect FLOW KEY PID ERA' or 'seen KEY'\n")
+            await writer.drain()
+        except OSError:
+            pass  # the instance was killed while it waited: its effect is recorded all the same
+        finally:
+            writer.close()
 
 
 def accept(params: ElicitRequestParams) -> ElicitResult:
@@ -210,7 +285,7 @@ class Flow:
     start: float
     trouble: float | None = None  # its first error, or the start of the attempt that hung
     end: float = 0.0  # done, or given up
-    outcome: str = "running"  # "ok", "failed" or "hung"
+    outcome: str = "running"  # "ok", "failed", "hung" or "uncertain" (effect_uncertain)
     # What its client last saw while the flow ran, to tell where a flow that hung was stuck.
     method: str = "tools/call"  # the request it waited on
     answered: int = 0  # questions answered (each round but the last asks one)
@@ -284,9 +359,10 @@ class Fault:
     """One window: its fault, when it was injected and how long the injection took."""
 
     name: str
-    action: Callable[[], None] | None
+    action: Callable[[], str | None] | None  # gives what it did, if its name does not say
     injected: float = 0.0
     took: float = 0.0
+    note: str = ""
 
 
 @dataclass
@@ -324,6 +400,10 @@ async def run_modern(client: Client, flow: Flow, limit: float, run: Run) -> None
                 return
             run.errors[error_kind(error)] += 1
             flow.trouble = flow.trouble or time.monotonic()
+            if isinstance(error.data, dict) and error.data.get("reason") == EFFECT_UNCERTAIN_REASON:
+                # The server cannot tell whether the effect ran; a retry gets the same answer.
+                flow.outcome, flow.end = "uncertain", time.monotonic()
+                return
             if error.request_state is not None:
                 state, answers = error.request_state, error.input_responses
             continue
@@ -415,13 +495,26 @@ async def inject(faults: list[Fault], window: float, stop: asyncio.Event) -> Non
     for fault in faults:
         fault.injected = time.monotonic()
         if fault.action is not None:
-            await asyncio.to_thread(fault.action)
+            note: str | None = await asyncio.to_thread(fault.action)
+            fault.note = note or ""
         fault.took = time.monotonic() - fault.injected
         await asyncio.sleep(max(0.0, fault.injected + window - time.monotonic()))
     stop.set()
 
 
-async def soak(cluster: Cluster, faults: list[Fault], args: argparse.Namespace, run: Run) -> None:
+async def soak(
+    cluster: Cluster, ledger: Ledger, faults: list[Fault], args: argparse.Namespace, run: Run
+) -> None:
+    ledger_server = await ledger.serve()
+    try:
+        await soak_with(cluster, faults, args, run)
+    finally:
+        ledger_server.close()
+
+
+async def soak_with(
+    cluster: Cluster, faults: list[Fault], args: argparse.Namespace, run: Run
+) -> None:
     stop = asyncio.Event()
     names = (f"flow-{n}" for n in itertools.count())
     clients = [
@@ -449,16 +542,6 @@ async def soak(cluster: Cluster, faults: list[Fault], args: argparse.Namespace, 
     await asyncio.sleep(args.tail)  # effects that come late have this long to show
 
 
-def read_effects(path: Path) -> dict[str, list[float]]:
-    """Flow id -> the times its effect was recorded."""
-    effects: dict[str, list[float]] = defaultdict(list)
-    if path.exists():
-        for line in path.read_text().splitlines():
-            flow, _pid, at = line.split()
-            effects[flow].append(float(at))
-    return effects
-
-
 def table(faults: list[Fault], run: Run, effects: dict[str, list[float]]) -> list[list[str]]:
     """One row per window, and a total."""
     starts = [fault.injected for fault in faults]
@@ -480,6 +563,7 @@ def table(faults: list[Fault], run: Run, effects: dict[str, list[float]]) -> lis
         flows = by_window[index]
         failed = [f for f in flows if f.outcome == "failed"]
         hung = [f for f in flows if f.outcome == "hung"]
+        uncertain = [f for f in flows if f.outcome == "uncertain"]
         doubled = sum(1 for f in flows if len(effects.get(f.id, ())) > 1)
         late = sum(
             1
@@ -493,23 +577,26 @@ def table(faults: list[Fault], run: Run, effects: dict[str, list[float]]) -> lis
             ok=sum(1 for f in flows if f.outcome == "ok"),
             failed=len(failed),
             hung=len(hung),
+            uncertain=len(uncertain),
+            ran=sum(1 for f in uncertain if effects.get(f.id)),
             doubled=doubled,
             late=late,
         )
         totals.update(count)
         rows.append(
-            [fault.name, *(str(count[k]) for k in ("flows", "ok", "failed", "hung", "doubled",
-             "late")), f"{recover:.1f}", f"{fault.took:.1f}"]
-        )  # fmt: skip
-    rows.append(
-        ["total", *(str(totals[k]) for k in ("flows", "ok", "failed", "hung", "doubled",
-         "late")), "", ""]
-    )  # fmt: skip
+            [fault.name, *(str(count[k]) for k in COUNTED), f"{recover:.1f}", f"{fault.took:.1f}"]
+        )
+    rows.append(["total", *(str(totals[k]) for k in COUNTED), "", ""])
     return rows
 
 
+#: The columns of `table` that count flows, in order.
+COUNTED = ("flows", "ok", "failed", "hung", "uncertain", "ran", "doubled", "late")
+HEAD = ["fault", *COUNTED[:5], "of which ran", *COUNTED[6:], "recover s", "took s"]
+
+
 def print_table(rows: list[list[str]]) -> None:
-    head = ["fault", "flows", "ok", "failed", "hung", "doubled", "late", "recover s", "took s"]
+    head = HEAD
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     for row in [head, ["-" * w for w in widths], *rows]:
         rest = zip(row[1:], widths[1:], strict=True)
@@ -541,11 +628,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--tail", type=float, default=5.0, help="seconds to wait for late effects at the end (5)"
     )
     parser.add_argument(
+        "--on-uncertain",
+        choices=ON_UNCERTAIN,
+        default="fail",
+        help="the effect's on_uncertain: fail, retry, or check (ask the ledger) (fail)",
+    )
+    parser.add_argument(
+        "--acknowledge-after",
+        type=float,
+        default=0.05,
+        help="seconds the ledger takes to acknowledge an effect it recorded (0.05)",
+    )
+    parser.add_argument(
         "--keep-logs", action="store_true", help="keep the instances' and haproxy's logs"
     )
     args = parser.parse_args(argv)
     if args.clients < 1 or args.duration <= 0 or args.flow_timeout <= 0 or args.tail < 0:
         parser.error("--clients must be at least 1, --duration and --flow-timeout above 0")
+    if not 0 <= args.acknowledge_after < args.flow_timeout:
+        parser.error("--acknowledge-after must be 0 or more, and less than --flow-timeout")
     if args.legacy_every < 0:
         parser.error("--legacy-every must be 0 or more")
     args.faults = [name.strip() for name in args.faults.split(",") if name.strip()]
@@ -564,12 +665,25 @@ def terminate(signum: int, frame: FrameType | None) -> None:
 FAULTS = ("kill", "pause", "aof", "no-aof", "rolling")
 
 
-def faults_for(cluster: Cluster, redis: Redis, names: list[str]) -> list[Fault]:
+def faults_for(cluster: Cluster, redis: Redis, ledger: Ledger, names: list[str]) -> list[Fault]:
     """The baseline window, then one window per fault named (see `FAULTS`)."""
 
-    def kill_one() -> None:
+    def kill_one() -> str:
+        pid = cluster.instances[0].pid
+        ledger.aim(pid)
+        aimed = ledger.hit.wait(AIM_TIMEOUT)
+        killing = time.monotonic()
         cluster.kill(0)
+        acknowledged = ledger.acknowledged.get(ledger.hit_flow, killing)
         restart(cluster, 0)
+        if not aimed:
+            ledger.aim(None)
+            return f"no modern effect of process {pid} reached the ledger in {AIM_TIMEOUT:g} s"
+        when = "before" if acknowledged >= killing else "after"
+        return (
+            f"killed {killing - ledger.hit_at:.3f} s after the effect of {ledger.hit_flow} "
+            f"reached the ledger, {when} its acknowledgement went out"
+        )
 
     def rolling() -> None:
         for index in range(len(cluster.instances)):
@@ -600,7 +714,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("mrtr").addHandler(flow_log)
     logging.getLogger("mrtr").setLevel(logging.INFO)
     workdir = Path(tempfile.mkdtemp(prefix="mrtr-fault-soak-"))
-    effects_path = workdir / "effects.log"
+    ledger = Ledger(args.acknowledge_after)
     redis: Redis | None = None
     cluster: Cluster | None = None
     try:
@@ -608,22 +722,31 @@ def main(argv: list[str] | None = None) -> int:
         env = {
             "MRTR_REQUEST_STATE_KEY": "fault-soak-" + secrets.token_hex(24),
             "MRTR_STORE_URL": redis.url,
-            EFFECTS_VARIABLE: str(effects_path),
+            LEDGER_VARIABLE: ledger.address,
+            ON_UNCERTAIN_VARIABLE: args.on_uncertain,
         }
         cluster = Cluster.start(TARGET, workdir, env, n=INSTANCES)
-        faults = faults_for(cluster, redis, args.faults)
+        faults = faults_for(cluster, redis, ledger, args.faults)
         run = Run()
         started = time.monotonic()
-        asyncio.run(soak(cluster, faults, args, run))
-        effects = read_effects(effects_path)
+        asyncio.run(soak(cluster, ledger, faults, args, run))
+        effects = ledger.effects
         print(
             f"fault soak: {args.clients} clients ({_legacy_count(args)} legacy), "
             f"{args.duration:g} s of load in {time.monotonic() - started:.0f} s, "
             f"{INSTANCES} instances behind haproxy (deploy/haproxy.cfg), Redis; "
-            f"flow timeout {args.flow_timeout:g} s"
+            f"flow timeout {args.flow_timeout:g} s; effect in ctx.once, "
+            f"on_uncertain {args.on_uncertain}"
         )
         rows = table(faults, run, effects)
         print_table(rows)
+        for fault in faults:
+            if fault.note:
+                print(f"{fault.name}: {fault.note}")
+        for flow in run.flows:
+            ran = len(effects.get(flow.id, ()))
+            if flow.outcome == "uncertain" or ran > 1:
+                print(f"{flow.outcome}: {flow.id}, its effect ran {ran} time(s)")
         for flow in run.flows:
             if flow.outcome == "hung":
                 era = "legacy" if flow.legacy else "modern"
@@ -639,8 +762,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"errors seen by clients (resumed or not): {sum(run.errors.values())}")
             for kind, count in run.errors.most_common(12):
                 print(f"  {count:6d}  {kind}")
-        total = rows[-1]
-        return 0 if total[4] == total[5] == total[6] == "0" else 1
+        total = dict(zip(COUNTED, rows[-1][1:], strict=False))
+        return 0 if total["hung"] == total["doubled"] == total["late"] == "0" else 1
     except KeyboardInterrupt:
         print("interrupted: stopping everything started", file=sys.stderr)
         return 130
@@ -650,6 +773,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster.stop()
         if redis is not None:
             redis.stop()
+        ledger.socket.close()
         if args.keep_logs:
             print(f"logs: {workdir}", file=sys.stderr)
         else:
