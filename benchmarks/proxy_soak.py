@@ -3,6 +3,7 @@ behind the shipped haproxy config, relaying rounds through Redis.
 
     python benchmarks/proxy_soak.py                      # 64 clients, 60 s, every fault
     python benchmarks/proxy_soak.py --short              # 16 clients, 12 s: a test's run
+    python benchmarks/proxy_soak.py --faults broker      # the baseline and one fault
     python benchmarks/proxy_soak.py --faults kill,kill   # one fault, twice
     python benchmarks/proxy_soak.py --keep-logs          # keep the logs (path on stderr)
 
@@ -10,9 +11,11 @@ Two `mrtr proxy --transport http` processes run behind haproxy with `deploy/hapr
 (round-robin, no stickiness: successive rounds of one call land on different instances),
 sharing one real `redis-server` as store and broker (`MRTR_STORE_URL`) and one
 `MRTR_REQUEST_STATE_KEY`. Each proxies the stdio backend `benchmarks/proxy_soak_server.py`
-(`--sessions` processes at most), whose `transfer` tool asks twice and then appends the
-call's id to an effects file outside Redis. A round reaching the instance that does not hold
-its backend call is relayed through Redis to the one that does.
+(`--sessions` processes at most; a call waits for a free one), whose `transfer` tool asks
+twice and then appends the call's id to an effects file outside Redis. A round reaching the
+instance that does not hold its backend call is relayed through Redis to the one that does.
+Before the load, `--sessions` calls at once go straight to each instance (counted nowhere),
+so that its backend processes are running: the baseline measures proxies, not their start.
 
 `--clients` clients (one in `--legacy-every` of the legacy era, the others 2026-07-28;
 `mrtr.Client.http`) call `transfer` back to back, each call with a fresh id, answering both
@@ -88,7 +91,7 @@ FAULTS = {
     "pause": "Redis paused 3 s",
     "broker": "broker reconnect",
 }
-#: `--short`: a run for a test, about 15 s of load and teardown.
+#: `--short`: a run for a test (about 20 s of load with every fault, 50 s in all).
 SHORT = {"clients": 16, "duration": 12.0, "call_timeout": 10.0, "tail": 2.0, "sessions": 6}
 
 
@@ -351,7 +354,9 @@ async def soak(
     args: argparse.Namespace,
     calls: list[Call],
     opens: Counter[str],
-) -> None:
+) -> float:
+    """Warm the instances up, run the clients through the windows and wait for the last call
+    to end; seconds the load lasted (the windows, each lengthened to its fault's injection)."""
     await warm_up(ports, args.sessions)
     stop = asyncio.Event()
     ids = itertools.count()
@@ -371,6 +376,7 @@ async def soak(
         for index in range(args.clients)
     ]
     await inject(faults, args.duration / len(faults), stop)
+    load = time.monotonic() - faults[0].injected
     # Each call, and each open and close, is bounded by the call timeout.
     _done, stuck = await asyncio.wait(clients, timeout=2 * args.call_timeout + STOP_MARGIN)
     for task in stuck:
@@ -379,6 +385,7 @@ async def soak(
     if stuck:
         await asyncio.wait(stuck)
     await asyncio.sleep(args.tail)  # effects that come late have this long to show
+    return load
 
 
 # --- the report --------------------------------------------------------------------------------
@@ -575,14 +582,14 @@ def main(argv: list[str] | None = None) -> int:
         calls: list[Call] = []
         opens: Counter[str] = Counter()
         started = time.monotonic()
-        asyncio.run(soak(proxies.url, proxies.ports, faults, args, calls, opens))
+        load = asyncio.run(soak(proxies.url, proxies.ports, faults, args, calls, opens))
         effects = read_effects(effects_path)
         legacy = 0 if args.legacy_every == 0 else args.clients // args.legacy_every
         print(
-            f"proxy soak: {args.clients} clients ({legacy} legacy), {args.duration:g} s of load "
-            f"in {time.monotonic() - started:.0f} s, {INSTANCES} mrtr proxy instances "
-            f"(--sessions {args.sessions}) behind haproxy (deploy/haproxy.cfg), Redis; "
-            f"call timeout {args.call_timeout:g} s"
+            f"proxy soak: {args.clients} clients ({legacy} legacy), {load:.0f} s of load "
+            f"({time.monotonic() - started:.0f} s with warm-up and drain), {INSTANCES} mrtr "
+            f"proxy instances (--sessions {args.sessions}) behind haproxy (deploy/haproxy.cfg), "
+            f"Redis; call timeout {args.call_timeout:g} s"
         )
         rows = table(faults, calls, effects)
         print_table(rows)

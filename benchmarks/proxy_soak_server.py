@@ -3,9 +3,10 @@
 `transfer` asks twice (two `ctx.elicit`: two rounds of questions before the one with its
 result), then performs its side effect: one line appended to the file `PROXY_SOAK_EFFECTS`
 names (outside any store, shared by every backend process of every proxy instance), giving
-the call's id, the process and the machine's monotonic time, so that the soak counts effects independently of what the clients were told.
-Built with its own `ServerOptions`, so the `MRTR_*` variables the proxy is given (its Redis
-store among them) are not this server's: a fault of the proxies' Redis never reaches it.
+the call's id, the process and the machine's monotonic time, so that the soak counts effects
+independently of what the clients were told. Built with its own `ServerOptions`, so the
+`MRTR_*` variables the proxy is given (its Redis store among them) are not this server's: a
+fault of the proxies' Redis never reaches it.
 
 Usage (what each proxy runs): python benchmarks/proxy_soak_server.py
 """
