@@ -79,11 +79,12 @@ BACKEND = ROOT / "benchmarks" / "proxy_soak_server.py"
 INSTANCES = 2
 START_TIMEOUT = 30.0  # seconds for a proxy instance, or haproxy, to answer
 STOP_TIMEOUT = 10.0
+WARM_UP_PER_SESSION = 2.0  # seconds the warm-up may take per backend session, past START_TIMEOUT
 STOP_MARGIN = 10.0  # past the call timeout, seconds a client gets to notice the end
 #: Backend sessions per instance: a call waits for one while all are taken (each call holds
 #: one for its three rounds), so fewer than the calls in flight only queue them; each is a
 #: process to start.
-SESSIONS = 16
+SESSIONS = 8
 HUNG_SHOWN = 10  # hung calls listed after the table
 #: `FAULTS` name -> the table's label.
 FAULTS = {
@@ -331,8 +332,16 @@ async def warm_up(ports: list[int], calls: int) -> None:
         async with Client.http(url, elicitation_handler=accept, options=options) as client:
             await asyncio.gather(*(one(client) for _ in range(calls)))
 
-    async with asyncio.timeout(START_TIMEOUT):
-        await asyncio.gather(*(warm(port) for port in ports))
+    # Each backend process takes about half a second of CPU to start, more on a busy machine.
+    bound = START_TIMEOUT + WARM_UP_PER_SESSION * calls * len(ports)
+    try:
+        async with asyncio.timeout(bound):
+            await asyncio.gather(*(warm(port) for port in ports))
+    except Exception as error:
+        raise RuntimeError(
+            f"warming up {calls} backend sessions per instance failed ({error_kind(error)}, "
+            f"bound {bound:g} s): the machine is too busy, or try fewer --sessions"
+        ) from error
 
 
 async def inject(faults: list[Fault], window: float, stop: asyncio.Event) -> None:
@@ -614,6 +623,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: stopping everything started", file=sys.stderr)
         return 130
+    except RuntimeError as error:  # a process that did not start, or the warm-up
+        print(f"proxy soak: {error}", file=sys.stderr)
+        return 2
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut cleanup
         if proxies is not None:
