@@ -2,7 +2,7 @@
 behind the shipped haproxy config, relaying rounds through Redis.
 
     python benchmarks/proxy_soak.py                      # 64 clients, 60 s, every fault
-    python benchmarks/proxy_soak.py --short              # 16 clients, 12 s: a test's run
+    python benchmarks/proxy_soak.py --short              # 16 clients, 20 s: a test's run
     python benchmarks/proxy_soak.py --faults broker      # the baseline and one fault
     python benchmarks/proxy_soak.py --faults kill,kill   # one fault, twice
     python benchmarks/proxy_soak.py --keep-logs          # keep the logs (path on stderr)
@@ -36,7 +36,8 @@ answer came), or in which it started if it had none. Per window: calls, complete
 error came back), hung (no answer within `--call-timeout` seconds), doubled (the call's
 effect recorded more than once), ran-failed (a failed or hung call whose effect is recorded:
 allowed when the client was not told otherwise) and told-not-run (the client got an error
-whose `data.mayHaveRun` is false, and yet the effect is recorded). Effects are read `--tail`
+whose `data.mayHaveRun` is false, and yet the effect is recorded), and the calls completed per
+second of the window (how far the instances recovered). Effects are read `--tail`
 seconds after the last call ended. The errors clients saw follow, by window. Everything it
 starts is stopped on exit, Ctrl-C and SIGTERM included. Exit status 1 when any call hung,
 any effect was doubled or any told-not-run effect exists.
@@ -92,8 +93,8 @@ FAULTS = {
     "pause": "Redis paused 3 s",
     "broker": "broker reconnect",
 }
-#: `--short`: a run for a test (about 20 s of load with every fault, 50 s in all).
-SHORT = {"clients": 16, "duration": 12.0, "call_timeout": 10.0, "tail": 2.0, "sessions": 6}
+#: `--short`: a run for a test (about 25 s of load with every fault, 40 s in all).
+SHORT = {"clients": 16, "duration": 20.0, "call_timeout": 10.0, "tail": 2.0, "sessions": 6}
 
 
 def accept(params: ElicitRequestParams) -> ElicitResult:
@@ -250,6 +251,7 @@ class Fault:
     action: Callable[[], Any] | None
     injected: float = 0.0
     took: float = 0.0
+    ended: float = 0.0  # when the next window began, or the load stopped
     note: str = ""
 
 
@@ -353,6 +355,7 @@ async def inject(faults: list[Fault], window: float, stop: asyncio.Event) -> Non
             fault.note = "" if note is None else str(note)
         fault.took = time.monotonic() - fault.injected
         await asyncio.sleep(max(0.0, fault.injected + window - time.monotonic()))
+        fault.ended = time.monotonic()
     stop.set()
 
 
@@ -447,13 +450,16 @@ def table(faults: list[Fault], calls: list[Call], effects: Counter[str]) -> list
     for fault, members in zip(faults, windows(faults, calls), strict=True):
         figures = count(members, effects)
         totals.update(figures)
-        rows.append([fault.name, *(str(figures[k]) for k in COLUMNS), f"{fault.took:.1f}"])
-    rows.append(["total", *(str(totals[k]) for k in COLUMNS), ""])
+        rate = figures["completed"] / max(fault.ended - fault.injected, 1e-9)
+        rows.append(
+            [fault.name, *(str(figures[k]) for k in COLUMNS), f"{rate:.0f}", f"{fault.took:.1f}"]
+        )
+    rows.append(["total", *(str(totals[k]) for k in COLUMNS), "", ""])
     return rows
 
 
 def print_table(rows: list[list[str]]) -> None:
-    head = ["fault", *COLUMNS, "took s"]
+    head = ["fault", *COLUMNS, "completed/s", "took s"]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     for row in [head, ["-" * w for w in widths], *rows]:
         rest = zip(row[1:], widths[1:], strict=True)
@@ -490,7 +496,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--short",
         action="store_true",
-        help="a short run for a test: 16 clients, 12 s, call timeout 10 s, 6 sessions",
+        help="a short run for a test: 16 clients, 20 s, call timeout 10 s, 6 sessions",
     )
     parser.add_argument("--clients", type=int, help="clients at once (64)")
     parser.add_argument(
