@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from mrtr import Client, ClientOptions, ElicitResult, ServerOptions
 from mrtr.protocol import jsonrpc
 from mrtr.protocol.errors import INVALID_PARAMS, McpError
 from mrtr.proxy import BackendTarget, ProxyBackend, proxy_server
-from mrtr.server.store import MemoryBroker, MemoryStore
+from mrtr.server.store import MemoryBroker, MemoryStore, StoreUnavailable
 from mrtr.transport.stdio_server import serve_stdio
 from mrtr_flows import accept, call_tool, error_of, request_meta, result_of
 
@@ -216,10 +217,43 @@ class FlakyBroker(MemoryBroker):
                 super().publish(channel, message)
 
 
+class PausingStore(MemoryStore):
+    """A `MemoryStore` whose relay records stop answering for `outage` seconds once a round
+    is forwarded (`StoreUnavailable`, as a paused or failing-over Redis)."""
+
+    def __init__(self, outage: float = 0.0) -> None:
+        super().__init__()
+        self.outage = outage
+        self.down_until = 0.0
+        self.refused = 0
+
+    def _check(self, key: str) -> None:
+        if key.startswith("mrtr/proxy/") and time.monotonic() < self.down_until:
+            self.refused += 1
+            raise StoreUnavailable()
+
+    async def add(self, key: str, value: bytes, ttl: float) -> bool:
+        self._check(key)
+        added = await super().add(key, value, ttl)
+        if key.endswith("/ask") and self.outage:
+            self.down_until, self.outage = time.monotonic() + self.outage, 0.0
+        return added
+
+    async def get(self, key: str) -> bytes | None:
+        self._check(key)
+        return await super().get(key)
+
+    async def set(self, key: str, value: bytes, ttl: float) -> None:
+        self._check(key)
+        await super().set(key, value, ttl)
+
+
 @contextlib.asynccontextmanager
-async def two_instances(ledger: Path, broker: MemoryBroker) -> Any:
+async def two_instances(
+    ledger: Path, broker: MemoryBroker, store: MemoryStore | None = None
+) -> Any:
     """Two proxies of the backend (one process each) sharing a store, `broker` and a key."""
-    store, key = MemoryStore(), secrets.token_bytes(32)
+    store, key = MemoryStore() if store is None else store, secrets.token_bytes(32)
     proxies = [
         proxy_server(
             ProxyBackend(target(ledger)),
@@ -299,6 +333,27 @@ async def test_a_relayed_round_survives_a_lost_or_doubled_broker_message(
         )
     assert final["content"][0]["text"] == "booked tent (big)"
     assert effects(ledger) == ["effect tent"]
+
+
+async def test_a_relayed_round_rides_out_a_store_that_stops_answering(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    store = PausingStore()
+    async with two_instances(ledger, MemoryBroker(), store) as (a, b):
+        first = result_of(await call_tool(a, "book", {"item": "tent"}))
+        [size] = first["inputRequests"]
+        store.outage = 2.0  # from the moment B forwards the round
+        second = result_of(
+            await call_tool(
+                b,
+                "book",
+                {"item": "tent"},
+                responses={size: accept(size="big")},
+                state=first["requestState"],
+            )
+        )
+    assert store.refused > 0  # the outage happened, on both sides of the relay
+    assert second["resultType"] == "input_required"
+    assert [q["params"]["message"] for q in second["inputRequests"].values()] == ["Book tent?"]
 
 
 class Lines:

@@ -139,6 +139,7 @@ async def test_a_legacy_client_whose_instance_dies_mid_call_gets_an_error_at_onc
         # The surviving instance's answer, not the client giving up after its retries.
         assert error.code == -32603
         assert "Request interrupted" in error.message and "send it again" in error.message
+        assert error.data == {"mayHaveRun": True}  # whether it ran is unknown
         # The session lives in the store: the next calls are served by the survivors.
         for _ in range(2):
             result = await asyncio.wait_for(client.call_tool("whoami", {}), GUARD)

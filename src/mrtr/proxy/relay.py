@@ -32,6 +32,11 @@ nothing below rests on one message arriving once. Rules:
    `NOTE_WAIT` seconds at most (a note the broker lost is not waited for longer). B queues
    at most `MAX_NOTES` of them for a client slower than the backend; past that it drops the
    newest, and logs that it did.
+5. Once a round is forwarded, a store that stops answering (`StoreUnavailable`: paused,
+   failing over) is waited out for `STORE_GRACE` seconds on both sides: B keeps looking for
+   the outcome, A keeps renewing its claim and keeps trying to write the outcome, so a short
+   outage delays the round rather than failing it. Past that B answers the store's retryable
+   refusal; a re-send of the round waits for the same outcome.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from ..protocol.errors import INTERNAL_ERROR, McpError
 from ..protocol.meta import LOG_LEVEL_RANK
 from ..protocol.types import CallToolResult
 from ..server.context import supports
+from ..server.store import StoreUnavailable
 from .held import HeldCalls, principal_of
 
 if TYPE_CHECKING:
@@ -70,6 +76,9 @@ MAX_POLL = 0.5
 NOTE_WAIT = 2.0
 #: Logs and progress of one relayed round queued at once for the client (rule 4).
 MAX_NOTES = 1000
+#: Seconds a relayed round rides out a store that does not answer (a pause, a failover)
+#: before it gives up (rule 5).
+STORE_GRACE = 10.0
 
 
 def channel(instance: str) -> str:
@@ -152,15 +161,26 @@ class Relay:
         started = time.monotonic()
         taken_seen = False
         lapsed_at: float | None = None
+        down_since: float | None = None
         signalled = -RESIGNAL
         pause = 0.02
         while True:
-            raw = await self.store.get(f"{key}/outcome")
+            now = time.monotonic()
+            try:
+                raw = await self.store.get(f"{key}/outcome")
+                taken = raw is None and await self.store.get(f"{key}/taken") is not None
+            except StoreUnavailable:
+                down_since = down_since or now
+                if now - down_since > STORE_GRACE:
+                    raise  # rule 5: the store's retryable refusal
+                await asyncio.sleep(pause)
+                pause = min(MAX_POLL, pause * 2)
+                continue
+            down_since = None
             if raw is not None:
                 outcome: dict[str, Any] = json.loads(raw)
                 return outcome
-            now = time.monotonic()
-            if await self.store.get(f"{key}/taken") is not None:
+            if taken:
                 taken_seen, lapsed_at = True, None
             elif taken_seen:
                 lapsed_at = lapsed_at or now
@@ -219,7 +239,7 @@ class Relay:
             if heard is not None:
                 heard.stop()
                 outcome["notes"] = heard.sent
-            await self.store.set(f"{key}/outcome", json.dumps(outcome).encode(), self._ttl)
+            await self._write(f"{key}/outcome", json.dumps(outcome).encode())
             if isinstance(sender, str):
                 self.broker.publish(channel(sender), f"done {key}".encode())
         finally:
@@ -228,7 +248,22 @@ class Relay:
     async def _renew(self, claim: str) -> None:
         while True:
             await asyncio.sleep(CLAIM_TTL / 3)
-            await self.store.set(claim, self.held.instance.encode(), CLAIM_TTL)
+            with contextlib.suppress(StoreUnavailable):  # rule 5: renewed once it answers
+                await self.store.set(claim, self.held.instance.encode(), CLAIM_TTL)
+
+    async def _write(self, key: str, value: bytes) -> None:
+        """Write a round's outcome, through a store outage of up to `STORE_GRACE` (rule 5)."""
+        deadline = time.monotonic() + STORE_GRACE
+        pause = 0.05
+        while True:
+            try:
+                await self.store.set(key, value, self._ttl)
+                return
+            except StoreUnavailable:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(pause)
+                pause = min(MAX_POLL, pause * 2)
 
 
 def _gone() -> McpError:

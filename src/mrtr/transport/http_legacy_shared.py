@@ -391,6 +391,7 @@ class SharedSessions:
                     "or cannot be reached from this one, so its stream cannot be resumed and "
                     "whether it ran to completion is unknown; send it again if it is safe to "
                     "repeat",
+                    {"mayHaveRun": True},
                 ),
             )
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
