@@ -23,9 +23,8 @@ import pytest
 import mrtr
 from interop.peers import NODE, npm_package
 from loopback_process import free_port, listening
-from mrtr import Client, ClientOptions, ElicitResult, Server
+from mrtr import Client, ClientOptions, ElicitResult, LifespanError, Server
 from mrtr.client.options import RoundInfo
-from mrtr.protocol.errors import McpError
 from mrtr.proxy import ProxyBackend
 
 pytestmark = pytest.mark.timeout(240)
@@ -217,6 +216,7 @@ async def test_a_client_the_outer_server_connected_is_closed_with_it(backend_url
     async with hub.running():
         assert backend.connected
     assert not backend.connected
-    with pytest.raises(McpError, match=r"is closed .* give a new Client, or a ProxyBackend"):
+    # A backend that cannot start stops the outer server's start, as a lifespan failing does.
+    with pytest.raises(LifespanError, match=r"is closed .* give a new Client, or a ProxyBackend"):
         async with hub.running():
             pass

@@ -6,7 +6,8 @@ Rules:
 
 1. The backend is started (a stdio command), or connected (a URL, a `Client`), when the
    outer server starts, inside its lifespan, and closed when it stops; a `Client` connected
-   already is left open, its owner's to close.
+   already is left open, its owner's to close. A backend that cannot start, or whose lists
+   cannot be read then, stops the outer server's start with a `LifespanError` saying why.
 2. Its lists (every page) are read once it has started, and again on each `list_changed` it
    sends; the outer server applies them (and a collision when it starts is an error that
    stops the start, one found later is logged and the item left out: mount.py, rule 3). Its
