@@ -4,17 +4,19 @@ records expire while it runs: does its memory stay flat once the live set is rea
 does any request stall?
 
     python benchmarks/memory_soak.py                       # 8 clients, 180 s, ttl 20 s
+    python benchmarks/memory_soak.py --rate 250            # 250 flows a second, steady
     python benchmarks/memory_soak.py --seconds 60 --ttl 10
     python benchmarks/memory_soak.py --quick               # 2 clients for 3 s: checks it runs
     PYTHONPATH=../main/src python benchmarks/memory_soak.py   # another tree's server
 
 Each client is one `Client.http` running the `transfer` tool of
 `tests/servers/cluster_server.py` (two questions: three requests a flow) back to back, as
-`soak.py` does but against a single instance with no load balancer. The server's RSS is
-sampled every second. It prints completed flows, flows/s, flow latency percentiles and the
-slowest flow (a stalled event loop shows there), and the RSS at the end of the warm-up
-(`--warmup`, default two record lifetimes) and at the end, with its least-squares slope in
-between in MB per hour. Exit status 1 on any failed flow.
+`soak.py` does but against a single instance with no load balancer; with `--rate` the flows
+start at that steady rate instead, so that the live set of records is the same all along.
+The server's RSS is sampled every second. It prints completed flows, flows/s, flow latency
+percentiles and the slowest flow (a stalled event loop shows there), and the RSS at the end
+of the warm-up (`--warmup`, default two record lifetimes) and at the end, with its
+least-squares slope in between in MB per hour. Exit status 1 on any failed flow.
 """
 
 from __future__ import annotations
@@ -84,23 +86,28 @@ async def run_flow(client: Client, flow: str, tally: Tally) -> None:
     tally.flows.append(time.monotonic() - started)
 
 
-async def run_client(url: str, stop_at: float, names: Iterator[str], tally: Tally) -> None:
-    """Run flows back to back until `stop_at`."""
+async def run_client(
+    url: str, stop_at: float, slots: Iterator[tuple[int, float]], tally: Tally
+) -> None:
+    """Run flows until `stop_at`, each at its slot's time (at once when that has passed)."""
     try:
         async with Client.http(
             url, elicitation_handler=accept, connect_attempts=5, timeout=REQUEST_TIMEOUT
         ) as client:
             while time.monotonic() < stop_at:
-                await run_flow(client, next(names), tally)
+                n, at = next(slots)
+                await asyncio.sleep(max(0.0, at - time.monotonic()))
+                await run_flow(client, f"flow-{n}", tally)
     except Exception as error:  # a client that cannot even open counts, and the rest go on
         tally.error(error)
         tally.failed += 1
 
 
 async def run_load(
-    url: str, pid: int, clients: int, seconds: float, tally: Tally
+    url: str, pid: int, clients: int, seconds: float, rate: float, tally: Tally
 ) -> list[tuple[float, int]]:
-    """Run the clients for `seconds`; (seconds since start, RSS KiB) once a second."""
+    """Run the clients for `seconds`, starting `rate` flows a second between them (0: back to
+    back); (seconds since start, RSS KiB) once a second."""
     samples: list[tuple[float, int]] = []
     started = time.monotonic()
     stop_at = started + seconds
@@ -112,9 +119,10 @@ async def run_load(
                 samples.append((time.monotonic() - started, rss))
             await asyncio.sleep(1.0)
 
-    names = (f"flow-{n}" for n in itertools.count())
+    # A steady rate keeps the live set steady, whatever else the machine runs.
+    slots = ((n, started + n / rate if rate else 0.0) for n in itertools.count())
     sampler = asyncio.create_task(sample())
-    tasks = [asyncio.create_task(run_client(url, stop_at, names, tally)) for _ in range(clients)]
+    tasks = [asyncio.create_task(run_client(url, stop_at, slots, tally)) for _ in range(clients)]
     _done, stuck = await asyncio.wait(tasks, timeout=seconds + DRAIN_GRACE)
     for task in stuck:
         task.cancel()
@@ -145,7 +153,8 @@ def report(
     after = [(t, r) for t, r in samples if t >= args.warmup]
     print(
         f"memory soak: {args.clients} clients, {args.seconds:g} s, 1 instance over HTTP, "
-        f"store memory, request_state_ttl {args.ttl:g} s, warm-up {args.warmup:g} s"
+        f"store memory, request_state_ttl {args.ttl:g} s, warm-up {args.warmup:g} s, "
+        f"rate {f'{args.rate:g} flows/s' if args.rate else 'unpaced'}"
     )
     print(f"server pid: {pid}")
     print(f"completed flows: {tally.completed} ({tally.completed / args.seconds:.1f}/s)")
@@ -176,14 +185,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=180.0)
     parser.add_argument("--ttl", type=float, default=20.0, help="request_state_ttl, seconds")
     parser.add_argument(
+        "--rate", type=float, default=0.0, help="flows started per second (0: back to back)"
+    )
+    parser.add_argument(
         "--warmup", type=float, default=None, help="seconds before the slope (2 lifetimes)"
     )
     parser.add_argument("--quick", action="store_true", help="2 clients for 3 s")
     args = parser.parse_args(argv)
     if args.quick:
         args.clients, args.seconds = 2, 3.0
-    if args.clients < 1 or args.seconds <= 0 or args.ttl <= 0:
-        parser.error("--clients must be at least 1, --seconds and --ttl above 0")
+    if args.clients < 1 or args.seconds <= 0 or args.ttl <= 0 or args.rate < 0:
+        parser.error(
+            "--clients must be at least 1, --seconds and --ttl above 0, --rate not negative"
+        )
     if args.warmup is None:
         args.warmup = min(2 * (args.ttl + MARGIN), args.seconds / 2)
     return args
@@ -232,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         process, port, pid = start_server(workdir, args.ttl)
         tally = Tally()
         url = f"http://127.0.0.1:{port}/mcp"
-        samples = asyncio.run(run_load(url, pid, args.clients, args.seconds, tally))
+        samples = asyncio.run(run_load(url, pid, args.clients, args.seconds, args.rate, tally))
         report(args, pid, tally, samples)
         return 0 if tally.failed == 0 else 1
     except KeyboardInterrupt:
