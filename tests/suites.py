@@ -52,6 +52,7 @@ UNIT = frozenset(
         "test_server_api.py",
         "test_server_auth.py",
         "test_server_auth_dpop.py",
+        "test_store_expiry.py",
         "test_tasks_client.py",
         "test_tasks_redemption.py",
         "test_tasks_server.py",

@@ -1,8 +1,9 @@
 """Smoke test for `benchmarks/run.py`: with tiny counts it runs every workload for both SDKs
 and writes the JSON report. No timing is asserted (machines are noisy); only that each
 workload produced positive numbers for both sides and that every flow it ran succeeded. The
-soak script (`benchmarks/soak.py --quick`) likewise: its report's format, no failed flow, one
-side effect per completed flow, and nothing it started left running."""
+soak scripts (`benchmarks/soak.py --quick`, `benchmarks/memory_soak.py --quick`) likewise:
+their reports' format, no failed flow, one side effect per completed flow, and nothing they
+started left running."""
 
 from __future__ import annotations
 
@@ -261,6 +262,27 @@ def test_soak_with_a_shared_redis_store_and_two_instances() -> None:
     completed = soak_figure(proc.stdout, "completed flows")
     assert completed >= 8 and soak_figure(proc.stdout, "failed flows") == 0
     assert f"side effects: {completed} for {completed} completed flows (match)" in proc.stdout
+
+
+def test_memory_soak_quick_runs_flows_and_reports_the_rss_slope() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "memory_soak.py"), "--quick", "--ttl", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,  # a failure guard only; the quick run takes seconds
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    out = proc.stdout
+    assert out.startswith("memory soak: 2 clients, 3 s, 1 instance over HTTP, store memory")
+    assert re.search(r"^completed flows: [1-9]\d* \([\d.]+/s\)$", out, re.M), out
+    assert soak_figure(out, "failed flows") == 0
+    assert re.search(
+        r"^flow latency ms: p50 [\d.]+  p99 [\d.]+  p99.9 [\d.]+  max [\d.]+$", out, re.M
+    )
+    assert re.search(r"slope after warm-up [+-][\d.]+ MB/h$", out, re.M), out
+    with pytest.raises(ProcessLookupError):
+        os.kill(soak_figure(out, "server pid"), 0)  # the server it started is gone
 
 
 @pytest.mark.timeout(400)  # three servers under valgrind, each ~40 s to start

@@ -19,11 +19,22 @@ Two kinds of record share a store, told apart by their key:
 A store that cannot be reached raises `StoreUnavailable` (-32603, `data.reason`
 "store_unavailable"): retryable, answered over HTTP with 503 and `Retry-After`.
 
-`MemoryStore` serves one process: entries expire, and past `max_entries` entries or
-`max_bytes` bytes the expired entries go first, then the least recently used caches; when
-that is not enough a new guarantee is refused (counted in `refusals`, logged). New keys may
-fill only `max_bytes - reserve_bytes`: the rest is kept for records that grow in place (a
-round's outcome replacing its small "running" claim), so work already admitted can finish.
+`MemoryStore` serves one process. Its rules:
+
+1. Expired entries are freed as the store is written, unread: each write also looks at the
+   few (`EXPIRE_PER_WRITE`) entries whose expiry has come first in an expiry-ordered heap, so
+   memory follows the live set and no write does work in proportion to the store's size.
+2. Past `max_entries` entries or `max_bytes` bytes, expired entries go first (a bounded
+   number per write), then the least recently used caches; when that is not enough a new
+   guarantee is refused (counted in `refusals`, logged). A guarantee is never dropped before
+   its expiry, whatever its ttl.
+3. New keys may fill only `max_bytes - reserve_bytes`: the rest is kept for records that grow
+   in place (a round's outcome replacing its small "running" claim), so work already admitted
+   can finish.
+4. The heap holds an item no later than each live entry's expiry: a rewrite that keeps or
+   extends the expiry (a claim becoming its outcome) adds none, and an item found early is
+   pushed again at its entry's expiry. Items of deleted keys are skipped when they come up;
+   should they outnumber the entries, the heap is rebuilt from the entries.
 
 A `Broker` carries change notifications between instances (publish/subscribe on a named
 channel, bytes messages). `MemoryBroker` connects the servers of one process; the Redis
@@ -48,6 +59,7 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_ENTRIES",
     "ENTRY_OVERHEAD",
+    "EXPIRE_PER_WRITE",
     "STORE_FULL",
     "STORE_UNAVAILABLE",
     "Broker",
@@ -184,6 +196,11 @@ DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
 #: The default bound on entries: 64 MiB of the smallest records (key and tag only, about
 #: 0.3 KiB each), so that this bound and `max_bytes` meet.
 DEFAULT_MAX_ENTRIES: Final = 200_000
+#: Heap items each write looks at for expired entries (rule 1): above the one item a write
+#: adds, so a backlog (after a burst, or an idle spell) drains while the store is in use.
+EXPIRE_PER_WRITE: Final = 4
+# Heap items a write that needs room looks at before caches are evicted (rule 2).
+_EXPIRE_FOR_ROOM: Final = 64
 # Seconds between two log lines about refused guarantees.
 _LOG_EVERY: Final = 10.0
 
@@ -201,6 +218,7 @@ class MemoryStore:
     (`reserve_bytes`: an eighth of `max_bytes` unless given), leaving room for records that
     grow in place.
 
+    Expired entries are freed a few per write, without being read (counted in `expirations`).
     Past a bound, expired entries go first, then the least recently used caches (counted in
     `evictions`); a guarantee is never dropped early: when nothing else can go, the write of a
     new or larger guarantee raises `StoreFull` (counted in `refusals` and logged). Records kept
@@ -216,6 +234,7 @@ class MemoryStore:
         "_logged",
         "bytes",
         "evictions",
+        "expirations",
         "max_bytes",
         "max_entries",
         "refusals",
@@ -252,6 +271,8 @@ class MemoryStore:
         self.bytes = 0
         #: Caches dropped before their expiry to make room.
         self.evictions = 0
+        #: Expired entries freed without being read (by writes or `purge_expired`).
+        self.expirations = 0
         #: Writes of guarantees refused with `StoreFull`.
         self.refusals = 0
         self._clock = clock
@@ -259,8 +280,8 @@ class MemoryStore:
         self._entries: dict[str, tuple[bytes, float]] = {}
         # The caches, least recently used first: the only entries dropped early.
         self._caches: OrderedDict[str, None] = OrderedDict()
-        # (expiry, key) of every write, so expired entries are found without a scan; an item
-        # whose key was rewritten since is stale and skipped.
+        # (expiry, key), a heap with an item no later than each live entry's expiry (rule 4),
+        # so expired entries are found without a scan.
         self._expiries: list[tuple[float, str]] = []
 
     def __len__(self) -> int:
@@ -293,11 +314,14 @@ class MemoryStore:
         return len(self._entries) + entries <= self.max_entries and self.bytes + size <= limit
 
     def _make_room(self, key: str, entries: int, size: int, now: float) -> bool:
-        """Whether `entries` more entries and `size` more bytes fit once expired entries and
-        then caches other than `key` are dropped."""
-        if self._fits(entries, size):
-            return True
-        self._expire(now)
+        """Whether `entries` more entries and `size` more bytes fit once expired entries (a
+        bounded number) and then caches other than `key` are dropped."""
+        heap = self._expiries
+        work = _EXPIRE_FOR_ROOM
+        while not self._fits(entries, size):
+            if not (work and heap and heap[0][0] <= now):
+                break
+            work -= self._expire(now, 1)
         caches = self._caches
         while not self._fits(entries, size):
             victim = next((k for k in caches if k != key), None)
@@ -307,13 +331,24 @@ class MemoryStore:
             self.evictions += 1
         return True
 
-    def _expire(self, now: float) -> None:
+    def _expire(self, now: float, work: float) -> int:
+        """Look at up to `work` heap items due by `now` (rule 4): free the expired entries,
+        skip the items of deleted keys, push early ones again; how many were looked at."""
         heap, entries = self._expiries, self._entries
-        while heap and heap[0][0] <= now:
-            expires_at, key = heapq.heappop(heap)
+        done = 0
+        while done < work and heap and heap[0][0] <= now:
+            done += 1
+            key = heap[0][1]
             entry = entries.get(key)
-            if entry is not None and entry[1] == expires_at:
+            if entry is None:
+                heapq.heappop(heap)
+            elif entry[1] <= now:
+                heapq.heappop(heap)
                 self._drop(key)
+                self.expirations += 1
+            else:
+                heapq.heapreplace(heap, (entry[1], key))
+        return done
 
     def _refuse(self) -> None:
         self.refusals += 1
@@ -364,11 +399,15 @@ class MemoryStore:
             self._caches[key] = None
             self._caches.move_to_end(key)
         heap = self._expiries
-        heapq.heappush(heap, (expires_at, key))
-        if len(heap) > 2 * len(entries) + 1024:
-            # Rewrites leave stale items behind: rebuilt so the heap stays proportional.
-            self._expiries = [(e[1], k) for k, e in entries.items()]
-            heapq.heapify(self._expiries)
+        if old is None or expires_at < old[1]:
+            # An entry kept as long or longer keeps its item (rule 4): nothing to add.
+            heapq.heappush(heap, (expires_at, key))
+            if len(heap) > 2 * len(entries) + 1024:
+                # Deleted keys' items outnumber the entries: rebuilt, one item per entry.
+                self._expiries = heap = [(e[1], k) for k, e in entries.items()]
+                heapq.heapify(heap)
+        if heap and heap[0][0] <= now:
+            self._expire(now, EXPIRE_PER_WRITE)  # rule 1
         return True
 
     async def add(self, key: str, value: bytes, ttl: float) -> bool:
@@ -408,10 +447,10 @@ class MemoryStore:
         self._drop(key)
 
     def purge_expired(self) -> int:
-        """Drop every expired entry now (they also go when touched or room is needed); how
-        many."""
+        """Drop every expired entry now, in one pass (writes free them a few at a time
+        anyway); how many."""
         before = len(self._entries)
-        self._expire(self._clock())
+        self._expire(self._clock(), math.inf)
         return before - len(self._entries)
 
 
