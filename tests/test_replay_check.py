@@ -1,9 +1,10 @@
 """The replay rule, told at run time: an effect in code a round replays is logged with the fix.
 
 A 2026-07-28 round runs its handler again from the top, so a row inserted before two questions
-is inserted three times. In-memory clients (tests) and `ServerOptions(check_replay=True)` watch
-the replayed code and log a warning naming `ctx.once`; code inside `ctx.once`, reads, and
-effects after the last question are not reported.
+is inserted three times. While tests run (as these do, under pytest), in development mode, with
+`MRTR_CHECK_REPLAY=1` and with `ServerOptions(check_replay=True)` the server watches the
+replayed code and logs a warning naming `ctx.once`; code inside `ctx.once`, reads, and effects
+after the last question are not reported. An in-memory client outside those pays nothing.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,3 +208,58 @@ async def test_a_call_that_fails_in_replayed_code_fails_as_itself_and_the_watch_
     assert result.content[0].text == "Cannot operate on a closed database."
     assert any("changed rows of a SQLite database" in text for text in _warnings(caplog))
     assert sys.getprofile() is None
+
+
+EMBEDDED = """
+import asyncio, logging, sqlite3
+from mrtr import Client, ElicitResult, RequestContext, Server
+
+logging.basicConfig(level=logging.WARNING)
+db = sqlite3.connect(":memory:")
+db.execute("CREATE TABLE orders (item TEXT)")
+server = Server("shop")
+
+
+@server.tool()
+async def order(ctx: RequestContext, item: str) -> str:
+    db.execute("INSERT INTO orders VALUES (?)", (item,))
+    await ctx.elicit(f"Order {item}?", {"type": "object", "properties": {}})
+    return "Ordered"
+
+
+async def main() -> None:
+    yes = lambda params: ElicitResult(action="accept", content={})
+    async with Client.in_memory(server, elicitation_handler=yes) as client:
+        await client.call_tool("order", {"item": "tea"})
+
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "checked"),
+    [
+        ((), {}, False),  # an agent embedding its server: no hook for an in-memory client
+        (("-X", "dev"), {}, True),  # Python's development mode
+        ((), {"MRTR_CHECK_REPLAY": "1"}, True),
+    ],
+    ids=["embedded", "dev-mode", "variable"],
+)
+def test_the_check_is_on_where_it_serves_not_by_transport(
+    tmp_path: Path, flags: tuple[str, ...], env: dict[str, str], checked: bool
+) -> None:
+    script = tmp_path / "embedded.py"
+    script.write_text(EMBEDDED, encoding="utf-8")
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTEST_CURRENT_TEST",)}
+    clean.pop("MRTR_CHECK_REPLAY", None)
+    clean.pop("PYTHONDEVMODE", None)
+    done = subprocess.run(
+        [sys.executable, *flags, str(script)],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert ("ctx.once" in done.stderr) is checked, done.stderr

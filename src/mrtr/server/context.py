@@ -40,6 +40,7 @@ from ..protocol.types import (
     SamplingMessage,
     TextContent,
 )
+from ._engine import replay_check
 from ._engine.capabilities import Capable
 from ._engine.questions import Asker, Batch, Question, typed_elicit_converter
 from ._engine.replay import Replay
@@ -225,10 +226,10 @@ class RequestContext(InjectedContext):
             #: The replay engine of this attempt at the request, which the server's rounds drive
             #: (`mrtr.server._engine`); a handler uses the methods below instead.
             self.engine = Replay(state, method)
-            # Rule 12 of the engine: watch replayed code for effects in tests (in-memory
-            # clients) and where asked to.
+            # Rule 12 of the engine: watch replayed code for effects where it serves (tests,
+            # development mode) and where asked to, whatever the transport.
             check = server.options.check_replay
-            self.engine.check = transport_info == "memory" if check is None else check
+            self.engine.check = replay_check.by_default() if check is None else check
         else:
             if live is None:
                 raise ValueError("a request of a legacy session needs its era's live asking")

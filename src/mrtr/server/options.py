@@ -140,7 +140,8 @@ class ServerOptions:
     `check_replay`: watch the code a 2026-07-28 round replays (before the question the last
     round asked) and log a warning naming `ctx.once` when it changes something: SQLite rows,
     files, processes, network I/O (see `mrtr.server._engine.replay_check`). It slows replayed
-    code down; None (the default) checks requests from in-memory clients (tests) only.
+    code down; None (the default) checks while tests run (under pytest), in Python's
+    development mode (`-X dev`) and with `MRTR_CHECK_REPLAY=1`, on every transport.
     `budgets`: the bounds on what callers can make the server hold (`Budgets`: legacy
     sessions per principal and their size, subscriptions, live tasks, listen stream queues);
     past one a caller is refused, never someone else's state given up.

@@ -108,7 +108,7 @@ The run (`Replay`; everything the engine guarantees to a handler):
    a `once` already running is not cut off: it has `ONCE_GRACE` seconds to finish and record
    its result before the cancellation goes through (as rule 8 lets it finish when the run
    stops for input), so a cancellation leaves "may have run" only past that.
-12. A checked run (`check`: in-memory clients and `ServerOptions(check_replay=True)`) that
+12. A checked run (`check`: while tests run, in development mode, or asked for) that
    replays is watched until it reaches the question the last round asked (`replay_check.py`):
    an effect there (rows changed in SQLite, a file written, a process started, network I/O)
    is logged as a warning naming the fix, `ctx.once`. Code inside `ctx.once` is not watched.

@@ -17,14 +17,19 @@ What it cannot see, and so never reports: effects in another thread (`asyncio.to
 sync helper's pool) or another process, and drivers that reach the network through a
 connection made before the round without sending from the handler's task. A profile hook is
 the only place all of these pass without wrapping user objects; it costs a Python call per C
-call while installed, which is why it is on for in-memory clients (tests) and with
-`ServerOptions(check_replay=True)` only. Code inside `ctx.once` is not watched.
+call while installed, which is why it is on only where it serves (`by_default`): while tests
+run (pytest's `PYTEST_CURRENT_TEST` is set, in the process or the one that started it), in
+Python's development mode (`python -X dev`), with `MRTR_CHECK_REPLAY=1`, and with
+`ServerOptions(check_replay=True)`; never for a transport's sake, so a server embedded in an
+agent, in process, does not pay for it. Code inside `ctx.once` is not watched.
 """
 
 from __future__ import annotations
 
 import contextvars
+import functools
 import logging
+import os
 import socket
 import sys
 import threading
@@ -32,6 +37,18 @@ from types import FrameType, ModuleType
 from typing import Any, Protocol
 
 logger = logging.getLogger("mrtr.server")
+
+
+@functools.cache
+def by_default() -> bool:
+    """Whether runs are checked when `ServerOptions.check_replay` is None: while tests run, in
+    development mode, or with `MRTR_CHECK_REPLAY=1` (the module's header); read once per
+    process, at its first 2026-07-28 request."""
+    return bool(
+        sys.flags.dev_mode
+        or os.environ.get("PYTEST_CURRENT_TEST")
+        or os.environ.get("MRTR_CHECK_REPLAY") == "1"
+    )
 
 _SQLITE_CALLS = frozenset({"execute", "executemany", "executescript"})
 _SOCKET_CALLS = frozenset({"connect", "connect_ex", "send", "sendall", "sendto", "sendmsg"})
