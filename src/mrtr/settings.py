@@ -90,6 +90,13 @@ def _choice(*choices: str) -> Callable[[str, str], str]:
     return parse
 
 
+def _switch(name: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in ("0", "1", "true", "false", "yes", "no", "on", "off"):
+        raise SettingsError(f"{name}={raw!r}: give 1 (on) or 0 (off)")
+    return value in ("1", "true", "yes", "on")
+
+
 def _text(name: str, raw: str) -> str:
     value = raw.strip()
     if not value:
@@ -206,6 +213,8 @@ VARIABLES: tuple[Variable, ...] = (
              "items per page of list results"),
     Variable("MRTR_SYNC_WORKERS", "options", "sync_workers", _integer(1),
              "threads that run sync (`def`) handlers"),
+    Variable("MRTR_CHECK_REPLAY", "options", "check_replay", _switch,
+             "watch the code a round replays and warn of effects there (slows replays)"),
     Variable("MRTR_MAX_ROUNDS", "input_required", "max_rounds", _integer(1),
              "rounds one request may go through"),
     Variable("MRTR_ROUND_TIMEOUT", "input_required", "round_timeout",

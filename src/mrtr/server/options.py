@@ -141,7 +141,8 @@ class ServerOptions:
     round asked) and log a warning naming `ctx.once` when it changes something: SQLite rows,
     files, processes, network I/O (see `mrtr.server._engine.replay_check`). It slows replayed
     code down; None (the default) checks while tests run (under pytest), in Python's
-    development mode (`-X dev`) and with `MRTR_CHECK_REPLAY=1`, on every transport.
+    development mode (`-X dev`), on every transport (`MRTR_CHECK_REPLAY=1` turns it on
+    from the environment).
     `budgets`: the bounds on what callers can make the server hold (`Budgets`: legacy
     sessions per principal and their size, subscriptions, live tasks, listen stream queues);
     past one a caller is refused, never someone else's state given up.

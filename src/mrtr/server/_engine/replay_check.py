@@ -19,8 +19,8 @@ connection made before the round without sending from the handler's task. A prof
 the only place all of these pass without wrapping user objects; it costs a Python call per C
 call while installed, which is why it is on only where it serves (`by_default`): while tests
 run (pytest's `PYTEST_CURRENT_TEST` is set, in the process or the one that started it), in
-Python's development mode (`python -X dev`), with `MRTR_CHECK_REPLAY=1`, and with
-`ServerOptions(check_replay=True)`; never for a transport's sake, so a server embedded in an
+Python's development mode (`python -X dev`), and with `ServerOptions(check_replay=True)`
+(`MRTR_CHECK_REPLAY=1`); never for a transport's sake, so a server embedded in an
 agent, in process, does not pay for it. Code inside `ctx.once` is not watched.
 """
 
@@ -41,14 +41,11 @@ logger = logging.getLogger("mrtr.server")
 
 @functools.cache
 def by_default() -> bool:
-    """Whether runs are checked when `ServerOptions.check_replay` is None: while tests run, in
-    development mode, or with `MRTR_CHECK_REPLAY=1` (the module's header); read once per
-    process, at its first 2026-07-28 request."""
-    return bool(
-        sys.flags.dev_mode
-        or os.environ.get("PYTEST_CURRENT_TEST")
-        or os.environ.get("MRTR_CHECK_REPLAY") == "1"
-    )
+    """Whether runs are checked when `ServerOptions.check_replay` is None: while tests run, or
+    in development mode (the module's header); read once per process, at its first
+    2026-07-28 request."""
+    return bool(sys.flags.dev_mode or os.environ.get("PYTEST_CURRENT_TEST"))
+
 
 _SQLITE_CALLS = frozenset({"execute", "executemany", "executescript"})
 _SOCKET_CALLS = frozenset({"connect", "connect_ex", "send", "sendall", "sendto", "sendmsg"})
