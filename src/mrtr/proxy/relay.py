@@ -19,12 +19,15 @@ nothing below rests on one message arriving once. Rules:
    the call to its result or its next questions, writes that outcome (`.../outcome`) and
    signals B. The call's own errors (it is no longer held, the backend failed) are outcomes
    too.
-3. B waits for the outcome, looking at the store with a backoff and woken by A's signal. If
-   nobody took the round within `TAKE_TIMEOUT` seconds, or its claim stayed lapsed for
-   `CLAIM_TTL` seconds without an outcome (A stopped: a kill -9 included), B answers -32603
-   saying the instance holding the call is gone, with `data.mayHaveRun` true (the backend
-   call died with A, maybe after its effect). That answer is B's, never written as the
-   round's outcome: a re-send of the round waits for A again.
+3. B waits for the outcome, looking at the store with a backoff and woken by A's signal. Each
+   instance keeps a liveness key while its relay runs (`mrtr/proxy/alive/<instance>`,
+   rewritten every `ALIVE_TTL` / 3 seconds, living `ALIVE_TTL`). If A's key stays missing for
+   `ALIVE_TTL` seconds (A stopped: a kill -9 included), or A, alive, leaves the round untaken
+   for `TAKE_TIMEOUT` seconds, B answers -32603 saying the instance holding the call is gone,
+   with `data.mayHaveRun` true (the backend call died with A, maybe after its effect). A
+   claim that lapses while A lives (its renewal failed) is signalled again, and A takes the
+   round up where it was (a re-attach, `held.py` rule 2). That answer is B's, never written
+   as the round's outcome: a re-send of the round waits for A again.
 4. The backend's logs and progress during the round go from A to B on B's channel, each
    counted (`note <round> <JSON>`), and B passes them on to the client in order, on the
    retry's stream. The outcome says how many A sent: B answers once it has passed them all
@@ -64,8 +67,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("mrtr.proxy")
 
-#: Seconds a forwarded round may wait for the holding instance to take it.
+#: Seconds a forwarded round may wait for a live holding instance to take it.
 TAKE_TIMEOUT = 10.0
+#: Seconds an instance's liveness key lives unless rewritten (every third of it) (rule 3).
+ALIVE_TTL = 3.0
 #: Seconds between two signals of a forwarded round not taken yet (rule 1).
 RESIGNAL = 0.5
 #: Seconds a taken round's claim lives unless renewed (the holder renews it while it works).
@@ -99,13 +104,22 @@ class Relay:
         self._notes: dict[str, _Notes] = {}
         self._serving: set[asyncio.Task[None]] = set()
         self._unsubscribe: Any = None
+        self._beat: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Listen on this instance's channel."""
+        """Listen on this instance's channel, and say that it lives (rule 3)."""
         self._unsubscribe = await self.broker.subscribe(channel(self.held.instance), self._heard)
+        self._beat = asyncio.ensure_future(self._live())
 
     async def stop(self) -> None:
         """Stop listening, and stop serving forwarded rounds."""
+        if self._beat is not None:
+            self._beat.cancel()
+            with contextlib.suppress(BaseException):
+                await self._beat
+            self._beat = None
+            with contextlib.suppress(McpError):
+                await self.store.delete(_alive(self.held.instance))
         if self._unsubscribe is not None:
             await self._unsubscribe()
             self._unsubscribe = None
@@ -148,7 +162,7 @@ class Relay:
         notes = self._notes[key] = _Notes(ctx)
         try:
             await self.store.add(f"{key}/ask", json.dumps(ask).encode(), self._ttl)
-            outcome = await self._outcome(key, woken, channel(instance))
+            outcome = await self._outcome(key, woken, instance)
             sent = outcome.get("notes")
             await notes.passed_on(sent if type(sent) is int else 0)
         finally:
@@ -157,10 +171,10 @@ class Relay:
             notes.stop()
         return _decoded(outcome)
 
-    async def _outcome(self, key: str, woken: asyncio.Event, holder: str) -> dict[str, Any]:
+    async def _outcome(self, key: str, woken: asyncio.Event, instance: str) -> dict[str, Any]:
         started = time.monotonic()
-        taken_seen = False
-        lapsed_at: float | None = None
+        untaken_since = started
+        unseen_since: float | None = None  # the holder's liveness key missing (rule 3)
         down_since: float | None = None
         signalled = -RESIGNAL
         pause = 0.02
@@ -169,6 +183,7 @@ class Relay:
             try:
                 raw = await self.store.get(f"{key}/outcome")
                 taken = raw is None and await self.store.get(f"{key}/taken") is not None
+                alive = raw is None and await self.store.get(_alive(instance)) is not None
             except StoreUnavailable:
                 down_since = down_since or now
                 if now - down_since > STORE_GRACE:
@@ -180,17 +195,17 @@ class Relay:
             if raw is not None:
                 outcome: dict[str, Any] = json.loads(raw)
                 return outcome
+            unseen_since = None if alive else unseen_since or now
+            if unseen_since is not None and now - unseen_since > ALIVE_TTL:
+                raise _gone()  # it has not said it lives for longer than it ever waits to
             if taken:
-                taken_seen, lapsed_at = True, None
-            elif taken_seen:
-                lapsed_at = lapsed_at or now
-                if now - lapsed_at > CLAIM_TTL:
-                    raise _gone()
-            elif now - started > TAKE_TIMEOUT:
-                raise _gone()
-            if not taken_seen and now - signalled >= RESIGNAL:
-                signalled = now  # rule 1: until taken, a lost signal is sent again
-                self.broker.publish(holder, f"serve {key}".encode())
+                untaken_since = now
+            else:
+                if now - untaken_since > TAKE_TIMEOUT:
+                    raise _gone()  # alive, but deaf to this round all along
+                if now - signalled >= RESIGNAL:
+                    signalled = now  # rule 1: until taken, a lost signal is sent again
+                    self.broker.publish(channel(instance), f"serve {key}".encode())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(woken.wait(), pause)
             woken.clear()
@@ -245,6 +260,13 @@ class Relay:
         finally:
             renew.cancel()
 
+    async def _live(self) -> None:
+        """Keep this instance's liveness key (rule 3) while the relay runs."""
+        while True:
+            with contextlib.suppress(StoreUnavailable):  # rule 5: written once it answers
+                await self.store.set(_alive(self.held.instance), b"1", ALIVE_TTL)
+            await asyncio.sleep(ALIVE_TTL / 3)
+
     async def _renew(self, claim: str) -> None:
         while True:
             await asyncio.sleep(CLAIM_TTL / 3)
@@ -264,6 +286,11 @@ class Relay:
                     raise
                 await asyncio.sleep(pause)
                 pause = min(MAX_POLL, pause * 2)
+
+
+def _alive(instance: str) -> str:
+    """The key an instance keeps while it lives (rule 3)."""
+    return f"mrtr/proxy/alive/{instance}"
 
 
 def _gone() -> McpError:
