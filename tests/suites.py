@@ -21,6 +21,7 @@ UNIT = frozenset(
         "test_client_fast_path.py",
         "test_client_hardening.py",
         "test_client_listen.py",
+        "test_connection_bound.py",
         "test_deadline.py",
         "test_engine_fast_path.py",
         "test_engine_layer.py",

@@ -20,6 +20,9 @@ from typing import Any, TypeVar
 
 _T = TypeVar("_T")
 
+#: Whether `start_task` runs a task's first step before it returns (Python 3.12 and later).
+STARTS_EAGERLY = sys.version_info >= (3, 12)
+
 
 @types.coroutine
 def resume(coro: Coroutine[Any, Any, _T], pending: Any) -> Generator[Any, Any, _T]:
@@ -64,4 +67,4 @@ else:
         return asyncio.get_running_loop().create_task(running)
 
 
-__all__ = ["resume", "start_task"]
+__all__ = ["STARTS_EAGERLY", "resume", "start_task"]

@@ -55,11 +55,11 @@ class Budgets:
     on one instance. `stream_messages` /
     `stream_bytes`: task log and progress notifications one `subscriptions/listen` stream
     queues for a reader that fell behind; past either the oldest are dropped, and the stream
-    says how many. `connection_requests`: requests one stdio connection may have in flight;
-    at the bound the server stops reading that connection's input until one ends (so a client
-    writing faster than it reads holds the server to this many), except while a request in
-    flight waits for the client's own answer: then input is read on, and a request past the
-    bound is refused.
+    says how many. `connection_requests`: requests one stdio connection may have in flight,
+    each counted until its answer is written; at the bound the server stops reading that
+    connection's input until one ends (so a client writing faster than it reads, or reading
+    nothing, holds the server to this many), except while a request in flight waits for the
+    client's own answer: then input is read on, and a request past the bound is refused.
     """
 
     sessions_per_principal: int = 100

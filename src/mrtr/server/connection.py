@@ -12,9 +12,13 @@ closes. Until then no session exists, so a modern client sees only modern errors
 
 With `max_in_flight`, the reader of the stream (stdio) awaits `room()` before reading each
 message: it waits while that many requests are in flight, so a client that writes without
-reading is held to that many (its input waits in the pipe, not in the server). A request in
-flight waiting for the client's answer (a legacy live question) needs input read to end, so
-while one does, `room()` does not wait, and a request past the bound is refused instead.
+reading is held to that many (its input waits in the pipe, not in the server). A request
+counts until its answer is written (until `send` returns, which waits while the stream is
+full), not only while its handler runs: a client that writes without reading its answers
+blocks on the pipe instead of the server holding every answer. Its id is freed earlier, as
+soon as the handler ends (see `_run`). A request in flight waiting for the client's answer (a
+legacy live question) needs input read to end, so while one does, `room()` does not wait, and
+a request past the bound is refused instead.
 """
 
 from __future__ import annotations
@@ -23,12 +27,12 @@ import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..protocol import jsonrpc
 from ..protocol.era import is_modern
 from ..protocol.errors import McpError
-from ..stepping import start_task
+from ..stepping import STARTS_EAGERLY, start_task
 from .budgets import refusal
 from .cancellation import cancel_by_client
 from .session import LegacySession
@@ -61,6 +65,8 @@ class ServerConnection:
         self._writer = send
         self._transport_info = transport_info
         self._tasks: dict[jsonrpc.RequestId, asyncio.Task[None]] = {}
+        #: Requests started whose task has not ended: running, or writing their answer.
+        self._unwritten = 0
         #: The bound on requests in flight (None: none; see the module docstring).
         self.max_in_flight = max_in_flight
         self._roomy = asyncio.Event()
@@ -71,13 +77,13 @@ class ServerConnection:
 
     @property
     def in_flight(self) -> int:
-        """Requests started and not yet answered."""
-        return len(self._tasks)
+        """Requests started whose answer is not yet written (running, or being written)."""
+        return self._unwritten
 
     async def room(self) -> None:
         """Wait until another message may be read (see the module docstring)."""
         limit = self.max_in_flight
-        while limit is not None and len(self._tasks) >= limit and not self._owed():
+        while limit is not None and self._unwritten >= limit and not self._owed():
             self._roomy.clear()
             await self._roomy.wait()
 
@@ -120,7 +126,7 @@ class ServerConnection:
                 )
                 return
             limit = self.max_in_flight
-            if limit is not None and len(self._tasks) >= limit:
+            if limit is not None and self._unwritten >= limit:
                 # Read past the bound only because the client is owed an answer (`room`).
                 error = refusal(
                     "requests in flight on this connection",
@@ -143,7 +149,11 @@ class ServerConnection:
                 session = self.session = LegacySession(self._send)
             task = start_task(self._run(message, session))
             if not task.done():  # done already: answered in its first step
-                self._tasks[request_id] = task
+                if not STARTS_EAGERLY:
+                    # Held from now, not from its first step a loop turn later (a started
+                    # task holds its id itself, only while its handler runs: see `_run`).
+                    self._tasks[request_id] = task
+                self._unwritten += 1
                 task.add_done_callback(functools.partial(self._forget, request_id))
         elif kind == "notification":
             if message["method"] == "notifications/cancelled":
@@ -155,11 +165,14 @@ class ServerConnection:
             logger.debug("ignored a response to no pending request (id %r)", message.get("id"))
 
     def _forget(self, request_id: jsonrpc.RequestId, task: asyncio.Task[None]) -> None:
+        # The task has ended however it ended (answered, cancelled, its write failed): its
+        # answer is written or never will be, so it no longer holds input back.
+        self._unwritten -= 1
+        self._wake()
         # `_run` frees the id itself, and by now a new request may hold it: only a task
         # cancelled before its first step (whose `_run` never ran) is still here.
         if self._tasks.get(request_id) is task:
             del self._tasks[request_id]
-            self._wake()
 
     def _cancel(self, params: dict[str, Any]) -> None:
         request_id = params.get("requestId")
@@ -171,6 +184,10 @@ class ServerConnection:
             cancel_by_client(task)
 
     async def _run(self, message: dict[str, Any], session: LegacySession | None) -> None:
+        if STARTS_EAGERLY:
+            # Stepped inside `start_task`: the request holds its id from here to the `finally`
+            # below, also when its handler ends and its answer waits for the stream.
+            self._tasks[message["id"]] = cast("asyncio.Task[None]", asyncio.current_task())
         try:
             response = await self.server.handle_request(
                 message, self._send, self._transport_info, session
@@ -180,9 +197,9 @@ class ServerConnection:
         finally:
             # The id is free as soon as the request ends, before its answer goes out (not a
             # loop turn later, when `_forget` runs): a client that reuses the id of an
-            # answered request is not told it is in use.
+            # answered request is not told it is in use. The request still counts against
+            # `max_in_flight` until its answer is written (`_forget`).
             self._tasks.pop(message["id"], None)
-            self._wake()
         if session is not None and not self._attached and session.negotiated:
             self._attached = True
             self.server.attach_session(session)

@@ -47,7 +47,8 @@ async def serve_stdio(
     a -32700 error; a line longer than the reader's limit (`max_message_size` for the default
     stdin; a `StreamReader` passed in keeps its own `limit`) gets a -32600 error naming the
     limit; serving continues either way. At `ServerOptions.budgets.connection_requests`
-    requests in flight, input is not read until one ends. Logs go to stderr only.
+    requests in flight (each counted until its answer is written to `stdout`), input is not
+    read until one ends. Logs go to stderr only.
 
     The server's lifespan runs while serving: it starts before the first line is read (a
     failure is a `LifespanError` and nothing is served) and is run out at end-of-file, or when
@@ -107,7 +108,8 @@ class _Session:
         connection = self._connection
         try:
             while not self._broken:
-                # Backpressure: at the bound on requests in flight, input waits in the pipe.
+                # Backpressure: at the bound on requests in flight (answers not yet written
+                # included), input waits in the pipe.
                 await connection.room()
                 try:
                     line = await reader.readuntil(b"\n")
