@@ -25,6 +25,7 @@ from mrtr import (
     TextContent,
 )
 from mrtr.client.options import ClientOptions, InputRequiredConfig
+from mrtr.client.probe import await_probe
 from mrtr.client.server_asks import TOO_MANY_SERVER_REQUESTS, ServerAsks
 from mrtr.protocol.errors import INVALID_REQUEST
 
@@ -194,3 +195,30 @@ def test_questions_while_no_client_request_is_in_flight_count_against_the_sessio
         asks.admit("elicitation/create")
     with asks.admit("ping"):
         pass
+
+
+class SilentServer:
+    """A transport whose server never answers, telling when a request is given up."""
+
+    def __init__(self) -> None:
+        self.given_up = asyncio.Event()
+
+    async def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.given_up.set()
+            raise
+        raise AssertionError("unreachable")
+
+
+async def test_a_probe_whose_caller_stops_waiting_is_given_up_with_it() -> None:
+    # A caller's own deadline (mrtr call --timeout) may pass during the era probe: the probe
+    # must end with it, not linger to fail unread when the transport closes.
+    silent = SilentServer()
+    message = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.1):
+            await await_probe(silent, message, 5.0)  # type: ignore[arg-type]
+    async with asyncio.timeout(2):
+        await silent.given_up.wait()
