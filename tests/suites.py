@@ -18,6 +18,7 @@ UNIT = frozenset(
         "test_client_auth.py",
         "test_client_auth_binding.py",
         "test_client_auth_discovery.py",
+        "test_client_bounds.py",
         "test_client_fast_path.py",
         "test_client_hardening.py",
         "test_client_listen.py",

@@ -537,6 +537,28 @@ def test_call_sampling_end_of_input_fails_the_call() -> None:
     assert "no reply was typed" in done.stderr
 
 
+def test_call_timeout_ends_a_never_ending_task_with_one_line() -> None:
+    started = time.monotonic()
+    done = run_cli("call", "--timeout", "3", "forever", *SERVE)
+    assert time.monotonic() - started < TIMEOUT
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    stops = [line for line in lines if line.startswith("mrtr call: stopped")]
+    assert stops == ["mrtr call: stopped: the call did not end within 3 s (--timeout)"], lines
+    assert lines[-1] == stops[0]  # nothing after it (no stray traceback of the ended call)
+    assert "Traceback" not in done.stderr
+    # What it stopped was a task the server ran the call as.
+    assert any(line.startswith("mrtr call: task ") for line in lines[:-1]), lines
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "nan", "inf"])
+def test_call_timeout_must_be_a_positive_number_of_seconds(bad: str) -> None:
+    done = run_cli("call", f"--timeout={bad}", "add", "a=1", "b=2", *SERVE)
+    assert done.returncode == 2
+    assert "--timeout" in done.stderr and "positive number of seconds" in done.stderr
+
+
 def test_call_roots_from_the_command_line(tmp_path: Path) -> None:
     done = run_cli("call", "where", "--root", str(tmp_path), *SERVE)
     assert done.returncode == 0, done.stderr

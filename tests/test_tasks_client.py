@@ -358,6 +358,52 @@ async def test_a_task_that_never_ends_is_bounded_by_the_calls_deadline_and_cance
     assert [c.params["taskId"] for c in play.sent("tasks/cancel")] == [TASK_ID]
 
 
+def endless() -> dict[str, Any]:
+    """A working task with no TTL: nothing but the client's own bound ends the wait."""
+    task = snap("working", poll_ms=0)
+    del task["ttlMs"]
+    return task
+
+
+async def test_a_task_that_never_ends_is_given_up_after_max_wait_and_cancelled() -> None:
+    assert TaskOptions().max_wait == 3600  # finite by default
+    play = TaskPlay(polls=[endless()])
+    play.created = {"resultType": "task", **endless()}
+    started = time.monotonic()
+    async with client_for(play, tasks=TaskOptions(min_poll_interval=0.01, max_wait=0.4)) as client:
+        with pytest.raises(McpError) as caught:
+            await client.call_tool("forever", {})
+        assert time.monotonic() - started < 2
+        assert caught.value.code == errors.REQUEST_TIMEOUT
+        assert "did not end within 0.4 s (TaskOptions.max_wait)" in caught.value.message
+        assert [c.params["taskId"] for c in play.sent("tasks/cancel")] == [TASK_ID]
+        # A handle's wait without a timeout of its own is bounded the same way, and the task
+        # is left running (a handle cancels only when asked).
+        handle = await client.call_tool_as_task("forever", {})
+        with pytest.raises(McpError) as caught:
+            await handle.result()
+        assert "(TaskOptions.max_wait)" in caught.value.message
+        assert "cancel() stops it" in caught.value.message
+        assert len(play.sent("tasks/cancel")) == 1
+
+
+async def test_polls_of_a_task_that_does_not_change_back_off() -> None:
+    # The server asks for a poll every 0 ms, forever: the client's floor (10 ms) doubles with
+    # each unchanged poll up to backstop_interval, instead of 100 polls a second.
+    play = TaskPlay(polls=[endless()])
+    play.created = {"resultType": "task", **endless()}
+    tasks = TaskOptions(min_poll_interval=0.01, backstop_interval=0.2, notifications=False)
+    config = InputRequiredConfig(max_total_timeout=1.5)
+    async with client_for(play, tasks=tasks, input_required=config) as client:
+        with pytest.raises(McpError):
+            await client.call_tool("forever", {})
+    gets = play.sent("tasks/get")
+    gaps = [b.at - a.at for a, b in itertools.pairwise(gets)]
+    assert len(gets) < 20, len(gets)  # without backoff: about 150
+    assert gaps[-1] >= 0.18 and all(gap <= 0.3 for gap in gaps), gaps
+    assert all(b >= a * 0.9 for a, b in itertools.pairwise(gaps)), gaps  # never shorter again
+
+
 async def test_a_task_that_outlives_its_ttl_is_given_up() -> None:
     expired = {**snap("working"), "createdAt": stamp(-1), "ttlMs": 100}
     play = TaskPlay(polls=[expired])

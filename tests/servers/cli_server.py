@@ -5,9 +5,10 @@ Serve it with `mrtr serve tests/servers/cli_server.py:server` (stdio) or run thi
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from mrtr import RequestContext, Server, TextContent, ToolError
+from mrtr import RequestContext, Server, TaskSettings, TextContent, ToolError
 
 server = Server("cli-test-server", version="1.0.0")
 
@@ -90,6 +91,13 @@ async def login(ctx: RequestContext) -> str:
 async def fail() -> str:
     """Always fails."""
     raise ToolError("this tool always fails")
+
+
+@server.tool(task=TaskSettings("required", poll_interval=0.05))
+async def forever() -> str:
+    """Runs as a task that never ends."""
+    await asyncio.Event().wait()
+    return "never"
 
 
 if __name__ == "__main__":

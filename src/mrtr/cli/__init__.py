@@ -53,6 +53,10 @@ When the server asks for something, you answer at the terminal (or through piped
   roots               answered from --root, without asking (no --root: roots not offered)
 Questions go to stderr and the result to stdout. End of input answers "cancel".
 
+--timeout SECONDS bounds the whole call (connecting, every question, a task the server runs
+it as); past it the call stops with one line on stderr and exit status 1. Without it a task
+is waited for an hour at most (the client's TaskOptions.max_wait).
+
 examples:
   mrtr call http://127.0.0.1:8000/mcp place_order item=tea quantity=2
   mrtr call --root . summarize path=README.md -- python my_server.py
@@ -178,6 +182,12 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     )
     call.add_argument(
         "--json", action="store_true", help="print the raw result as JSON instead of text"
+    )
+    call.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="stop the whole call after SECONDS, tasks included (default: no bound of its own)",
     )
     call.add_argument(
         "--root",
@@ -544,6 +554,8 @@ def _call(parser: argparse.ArgumentParser, args: argparse.Namespace, command: li
         parser.error(f"{tool!r} looks like an argument; the tool name comes first")
     if args.header and url is None:
         parser.error("--header applies to an HTTP server (a URL) only")
+    if args.timeout is not None and not 0 < args.timeout < math.inf:
+        parser.error(f"--timeout {args.timeout:g}: give a positive number of seconds")
     if url is None and (
         args.client_id or args.client_secret or args.issuer or args.scope or args.token_file
     ):
@@ -564,6 +576,7 @@ def _call(parser: argparse.ArgumentParser, args: argparse.Namespace, command: li
             headers=parse_headers(args.header),
             roots=roots_from_paths(args.root),
             raw_json=args.json,
+            timeout=args.timeout,
         )
     except ValueError as exc:
         parser.error(str(exc))

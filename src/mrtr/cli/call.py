@@ -8,6 +8,10 @@ The server is an `http(s)://` URL (Streamable HTTP) or a command to spawn (stdio
 are `key=value` words whose values are read as JSON when they parse (`n=3` is 3, `ok=true` is
 True, `tags=["a"]` a list) and as plain strings otherwise (`name=bob`).
 
+`timeout` (`--timeout SECONDS`) bounds the whole call: connecting, every question, and a task
+the server runs the call as; past it the call is stopped (a task it drives is cancelled) and
+one line says so.
+
 A protected HTTP server (401) is authorized with OAuth (`sign_in.py`): the authorization URL is
 printed and opened in a browser, and the tokens are kept in `~/.mrtr/tokens.json`, so the next
 call signs in no more.
@@ -15,6 +19,7 @@ call signs in no more.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shlex
@@ -24,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..client.client import Client, InputHandlerError
+from ..deadline import Deadline
 from ..protocol.errors import LOCAL_CODES, MISSING_REQUIRED_CLIENT_CAPABILITY, McpError
 from ..protocol.tasks import DetailedTask
 from ..protocol.types import Root
@@ -94,6 +100,7 @@ class CallCommand:
     roots: list[Root] = field(default_factory=list)
     raw_json: bool = False
     auth: OAuth | None = None
+    timeout: float | None = None  # seconds for the whole call; None: no bound of its own
 
     @property
     def server_label(self) -> str:
@@ -120,15 +127,23 @@ class CallCommand:
         console = console or TextConsole(sink=question_sink())
         responder = TerminalResponder(console, self.server_label, self.roots)
         notices = Notices(err)
+        deadline = Deadline(self.timeout) if self.timeout is not None else None
         try:
-            async with self.client(responder, notices) as client:
-                result = await client.call_tool(
-                    self.tool,
-                    self.arguments,
-                    progress_callback=notices.progress,
-                    on_task_status=_task_reporter(err, notices),
-                )
+            with deadline if deadline is not None else contextlib.nullcontext():
+                async with self.client(responder, notices) as client:
+                    result = await client.call_tool(
+                        self.tool,
+                        self.arguments,
+                        progress_callback=notices.progress,
+                        on_task_status=_task_reporter(err, notices),
+                    )
+        except TimeoutError:
+            if deadline is None or not deadline.expired:
+                raise
+            return self._timed_out(err, notices)
         except McpError as exc:
+            if deadline is not None and deadline.expired:  # what the cancellation ended in
+                return self._timed_out(err, notices)
             if responder.refusal is not None:
                 print(f"mrtr call: stopped: {responder.refusal}", file=err)
                 return 1
@@ -150,6 +165,15 @@ class CallCommand:
             print(format_tool_result(result), file=out)
         out.flush()
         return 1 if result.is_error else 0
+
+    def _timed_out(self, err: TextIO, notices: Notices) -> int:
+        """Say, in one line, that `--timeout` stopped the call; returns the exit status (1)."""
+        notices.end_line()
+        print(
+            f"mrtr call: stopped: the call did not end within {self.timeout:g} s (--timeout)",
+            file=err,
+        )
+        return 1
 
     def _report(self, exc: McpError, err: TextIO) -> int:
         """Print why the call failed; returns the exit status (1)."""

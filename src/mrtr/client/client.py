@@ -121,7 +121,7 @@ class Client:
             log_level=log_level,
             protocol_version=protocol_version,
         )
-        self._inbound = Inbound(self._inputs, log_handler)
+        self._inbound = Inbound(self._inputs, log_handler, self._connection.asks)
         self._flows = Flows(self._connection, self._inputs, self._inbound.progress)
         self._listening = Listening(self._connection, self._inbound)
         # Each listed tool's outputSchema, by tool name, to read `CallToolResult.data` with.

@@ -38,6 +38,7 @@ from .legacy import ServerHandshake, accept_initialize, initialize_params, legac
 from .options import ClientOptions
 from .probe import ProbeTimeout, await_probe
 from .results import result_of
+from .server_asks import ServerAsks
 
 if TYPE_CHECKING:
     from ..protocol.types import Implementation
@@ -90,6 +91,8 @@ class Connection:
         #: The resources subscribed to on the legacy session, with how many listeners want each.
         self.legacy_uri_counts: dict[str, int] = {}
         self.ids = itertools.count(1)
+        #: The bounds on what the server may ask of this client, whichever era.
+        self.asks = ServerAsks(lambda: self.options)
         self.connected = False
         self._meta: dict[str, Any] = {}
         self._within_for: object = None  # the transport `_within_fn` was looked up on
@@ -726,13 +729,16 @@ class Connection:
                 body["_meta"] = extra
         generation = self._legacy_generation
         message = jsonrpc.request(next(self.ids), method, body)
-        try:
-            return await self.exchange(message, method, limit)
-        except McpError as error:
-            if error.code != SESSION_EXPIRED:
-                raise
-        await self._reopen_legacy(generation)
-        return await self.exchange(jsonrpc.request(next(self.ids), method, body), method, limit)
+        # The server's own requests are counted per client request in flight (server_asks.py).
+        with self.asks.client_request():
+            try:
+                return await self.exchange(message, method, limit)
+            except McpError as error:
+                if error.code != SESSION_EXPIRED:
+                    raise
+            await self._reopen_legacy(generation)
+            again = jsonrpc.request(next(self.ids), method, body)
+            return await self.exchange(again, method, limit)
 
     async def _set_legacy_level(self, level: str) -> None:
         session = self.legacy

@@ -3,6 +3,8 @@
 When the server answers `InputRequiredResult`, each input request is resolved through the
 registered handler (elicitation, sampling, roots), then the original request is sent again
 with a new id, the answers under the same keys, and `requestState` echoed byte for byte.
+How many questions a round may ask, and how many rounds a call may take, is checked where
+every bound on the server's questions is (`server_asks.py`).
 """
 
 from __future__ import annotations
@@ -20,8 +22,6 @@ from ..deadline import Deadline
 from ..inputs import INPUT_REQUIRED, InputRequiredResult
 from ..protocol import meta as meta_keys
 from ..protocol.errors import (
-    MAX_INPUT_REQUESTS_EXCEEDED,
-    MAX_ROUNDS_EXCEEDED,
     PROTOCOL_VIOLATION,
     REQUEST_TIMEOUT,
     McpError,
@@ -157,12 +157,7 @@ class Flows:
                     # gathered so far (`_resolve` fills the dict in as they come).
                     state, answers = asked, {}
                     rounds += 1
-                    if rounds > config.max_rounds:
-                        raise McpError(
-                            MAX_ROUNDS_EXCEEDED,
-                            f"{method} {target!r}: the server still asked for input after "
-                            f"{config.max_rounds} rounds (max_rounds); giving up",
-                        )
+                    connection.asks.check_rounds(rounds, method, target)
                     if requests:
                         await self.resolve(requests, answers)
                     else:
@@ -225,15 +220,8 @@ class Flows:
         the answers that were given even when another handler fails)."""
         if not isinstance(requests, dict):
             raise McpError(PROTOCOL_VIOLATION, "inputRequests from the server is not an object")
-        cap = self._connection.options.input_required.max_input_requests
-        if len(requests) > cap:
-            # Refused before any handler runs: each may prompt a person or call a model.
-            raise McpError(
-                MAX_INPUT_REQUESTS_EXCEEDED,
-                f"the server asked {len(requests)} questions in one round; this client answers "
-                f"at most {cap} (max_input_requests), so none was asked",
-                {"count": len(requests), "max": cap},
-            )
+        # Refused before any handler runs: each may prompt a person or call a model.
+        self._connection.asks.check_round(len(requests))
         if len(requests) == 1:
             ((key, request),) = requests.items()
             answers[key] = await self._inputs.answer(key, request)

@@ -4,7 +4,9 @@ Progress goes to the callback of the flow whose token it names, a change to the 
 whose id it carries (or, on a legacy session, to the listeners of its session-wide
 notifications), a log message to the log handler. A legacy server's `elicitation/create`,
 `sampling/createMessage` and `roots/list` are answered by the same handlers as MRTR rounds
-(`input_handlers.py`), and `notifications/cancelled` cancels the answer in progress.
+(`input_handlers.py`), within the bounds on how many at once and in all (`server_asks.py`,
+past them an error goes back and no handler runs), and `notifications/cancelled` cancels the
+answer in progress.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ..protocol.errors import INTERNAL_ERROR, McpError
 from .flow import ProgressCallback
 from .input_handlers import InputHandlers
 from .legacy import LegacyListener
+from .server_asks import ServerAsks
 from .subscription import Subscription
 
 logger = logging.getLogger("mrtr.client")
@@ -42,8 +45,11 @@ class Inbound:
     """Routes what the server sends unasked: the transport's `on_notification` and
     `on_request` callbacks."""
 
-    def __init__(self, inputs: InputHandlers, log_handler: LogHandler | None) -> None:
+    def __init__(
+        self, inputs: InputHandlers, log_handler: LogHandler | None, asks: ServerAsks
+    ) -> None:
         self._inputs = inputs
+        self._asks = asks
         self._log_handler = log_handler
         #: Progress callbacks of the flows running, by progress token.
         self.progress: dict[str | int, ProgressCallback] = {}
@@ -62,9 +68,20 @@ class Inbound:
         """Answer a legacy server's request (the transport's `on_request`); never raises but
         for the transport's own cancellation."""
         request_id = jsonrpc.readable_id(message)
+        if request_id is None:  # refused by `respond`, which calls no handler for it
+            return await self._inputs.respond(message)
+        try:
+            place = self._asks.admit(message.get("method"))
+        except McpError as refusal:  # one too many: answered at once, no handler called
+            return jsonrpc.error_response(request_id, refusal)
+        with place:
+            return await self._answer(request_id, message)
+
+    async def _answer(
+        self, request_id: jsonrpc.RequestId, message: dict[str, Any]
+    ) -> dict[str, Any]:
         work = asyncio.ensure_future(self._inputs.respond(message))
-        if request_id is not None:
-            self._server_requests[request_id] = work
+        self._server_requests[request_id] = work
         try:
             return await work
         except asyncio.CancelledError:
@@ -78,7 +95,7 @@ class Inbound:
                 request_id, McpError(INTERNAL_ERROR, "the request was cancelled by the server")
             )
         finally:
-            if request_id is not None and self._server_requests.get(request_id) is work:
+            if self._server_requests.get(request_id) is work:
                 del self._server_requests[request_id]
 
     async def on_notification(self, message: dict[str, Any]) -> None:

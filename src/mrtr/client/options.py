@@ -70,11 +70,20 @@ class TaskOptions:
     `max_poll_interval`: seconds between polls at most, whatever `pollIntervalMs` says.
     `default_poll_interval`: seconds between polls when the server suggests none.
     `backstop_interval`: seconds between backstop polls while notifications come (sooner
-    when the task's TTL runs out first).
+    when the task's TTL runs out first); also the longest the client's own backoff stretches
+    the wait between polls to (each poll that finds the task's status unchanged doubles the
+    wait, from the server's hint, up to this), so that a task that never ends is not polled
+    20 times a second forever.
     `max_poll_failures`: consecutive `tasks/get` failures (a timeout, a dropped connection,
     -32603) tolerated before giving up.
     `ttl_grace`: seconds past the task's `createdAt + ttlMs` the client keeps waiting for a
     task that does not end before it gives up (`TASK_EXPIRED`).
+    `max_wait`: seconds the client waits for a task to end, from when it starts waiting,
+    before it gives up with `REQUEST_TIMEOUT` naming this bound (`call_tool` then cancels
+    the task; `TaskHandle.result(timeout=)` overrides it for one wait; 0: no limit). An hour
+    by default: six times `ClientOptions.request_timeout` (what one held request may take), so
+    a task has room for far longer work than a request, while one that never ends (a server
+    that keeps it working, moving its TTL on) does not hold the caller forever.
     """
 
     enabled: bool = True
@@ -85,8 +94,14 @@ class TaskOptions:
     backstop_interval: float = 5.0
     max_poll_failures: int = 3
     ttl_grace: float = 5.0
+    max_wait: float = 3600.0
 
     def __post_init__(self) -> None:
+        if not self.max_wait >= 0:
+            raise ValueError(
+                f"max_wait must be a number of seconds, at least 0 (no limit), not "
+                f"{self.max_wait!r}"
+            )
         if not 0 < self.min_poll_interval <= self.max_poll_interval:
             raise ValueError(
                 "min_poll_interval must be positive and at most max_poll_interval, not "
@@ -119,6 +134,14 @@ class ClientOptions:
     `tasks`: the tasks extension (see `TaskOptions`).
     `auth`: authorization for HTTP servers (an `mrtr.client.auth.OAuth`), used by `Client.http`
     when it is given none itself.
+    `max_server_requests_in_flight`: the most questions (`elicitation/create`,
+    `sampling/createMessage`, `roots/list`) a legacy server may have answered at once; one
+    more is refused with -32600 and no handler runs. None (the default): the MRTR bound of a
+    round, `input_required.max_input_requests` (16).
+    `max_server_requests`: the most questions a legacy server may ask per client request
+    (counted while client requests are in flight on the session, and over the session for
+    those asked while none is); past it each is refused with -32600 and no handler runs.
+    None (the default): the MRTR bound of a call, `max_input_requests * max_rounds` (160).
     """
 
     #: The class of `input_required` (`ClientOptions.InputRequiredConfig(max_rounds=...)`).
@@ -131,8 +154,16 @@ class ClientOptions:
     probe_timeout: float = 2.0
     tasks: TaskOptions = field(default_factory=TaskOptions)
     auth: OAuth | None = None
+    max_server_requests_in_flight: int | None = None
+    max_server_requests: int | None = None
 
     def __post_init__(self) -> None:
+        for name in ("max_server_requests_in_flight", "max_server_requests"):
+            bound = getattr(self, name)
+            if bound is not None and (
+                not isinstance(bound, int) or isinstance(bound, bool) or bound < 1
+            ):
+                raise ValueError(f"{name} must be None or an integer of at least 1, not {bound!r}")
         if self.protocol not in _PROTOCOLS:
             raise ValueError(
                 f"protocol must be 'auto', 'modern' or 'legacy', not {self.protocol!r}"

@@ -44,14 +44,17 @@ async def await_probe(
     # probe's exchange on a protected server: its silence says nothing about the era.
     authorizing = getattr(transport, "auth", None) is not None
     done: set[asyncio.Future[Any]] = set()
+    stopped = True  # until the wait returns: the caller was cancelled (its own deadline)
     try:
         done, _ = await asyncio.wait(
             waiters,
             timeout=None if authorizing else wait,
             return_when=asyncio.FIRST_COMPLETED,
         )
+        stopped = False
     finally:
-        silent = not done
+        # A probe whose caller stopped waiting is cancelled with it: nobody would read it.
+        silent = not done and not stopped
         for waiter in waiters:
             # A silent server's probe stays open: a late answer may still show a modern
             # server that was slow to start (see `Connection`).

@@ -15,9 +15,12 @@ Rules (the server may lie; the network may drop, duplicate or reorder):
 2. Each `inputRequests` key is answered once (keys are unique over a task's lifetime): a key
    shown again after its answer went out is skipped; the same key naming another request is
    the server's protocol violation.
-3. The wait between polls is the server's `pollIntervalMs`, clamped to the client's bounds.
-   With a `notifications/tasks` stream the server agreed to, a notification ends the wait at
-   once and polling goes on as a backstop only.
+3. The wait between polls is the server's `pollIntervalMs`, clamped to the client's bounds,
+   and backs off while the task's status stays the same: the shortest wait, from
+   `min_poll_interval`, doubles with each poll that finds no new status, up to
+   `backstop_interval` (a server's longer hint still wins), and starts again when the status
+   changes. With a `notifications/tasks` stream the server agreed to, a notification ends
+   the wait at once and polling goes on as a backstop only.
 4. A `tasks/get` or `tasks/update` that fails in transit (a timeout, a dropped connection)
    or with -32603 is tried again, up to `max_poll_failures` times in a row; -32602 means the
    task is gone (expired, never existed, or not this caller's) and ends the wait.
@@ -26,6 +29,9 @@ Rules (the server may lie; the network may drop, duplicate or reorder):
 6. A task `call_tool` drives for its caller is cancelled (`tasks/cancel`, best effort) when
    the call ends without its result: cancelled, past its deadline, or failed on this side.
    A `TaskHandle` never cancels unless asked.
+7. No wait is endless: one gives up after `TaskOptions.max_wait` seconds (an hour; for a
+   `TaskHandle`, unless `result(timeout=)` says otherwise) with `REQUEST_TIMEOUT` naming the
+   bound, whatever the task's TTL says (a server may move it on forever).
 """
 
 from __future__ import annotations
@@ -305,6 +311,7 @@ class TaskRun:
         self._newest_at: float | None = None
         self._answered: dict[str, str] = {}
         self._rounds = 0
+        self._quiet = 0  # polls in a row that found no new status (rule 3's backoff)
         # A task created just now started now, whatever the server's clock says (rule 5).
         self._created_here = time.time() if fresh else None
 
@@ -336,9 +343,12 @@ class TaskRun:
                 task = await self.get()
             pushed = False
             while True:
+                before = self.current.status if self.current is not None else None
                 await self.accept(task, pushed=pushed)
                 current = self.current
                 assert current is not None
+                if not pushed:
+                    self._quiet = self._quiet + 1 if current.status == before else 0
                 if current.status in TERMINAL_STATUSES:
                     return self.outcome(current)
                 self.check_ttl(current)
@@ -465,11 +475,16 @@ class TaskRun:
             self._answered[key] = "" if request is None else _digest(request)
 
     def interval(self) -> float:
-        """Seconds until the next poll: the server's hint, within the client's bounds."""
+        """Seconds until the next poll: the server's hint, within the client's bounds, and
+        no shorter than the backoff of rule 3 has reached."""
         options = self.channel.options
         hint = self.current.poll_interval_ms if self.current is not None else None
         seconds = options.default_poll_interval if hint is None else hint / 1000
-        return min(max(seconds, options.min_poll_interval), options.max_poll_interval)
+        seconds = min(max(seconds, options.min_poll_interval), options.max_poll_interval)
+        if self._quiet:
+            floor = options.min_poll_interval * 2 ** min(self._quiet, 32)
+            seconds = max(seconds, min(floor, options.backstop_interval))
+        return seconds
 
     async def _next(self, stream: TaskStream | None) -> tuple[DetailedTask, bool]:
         """The next snapshot, and whether it was pushed: a notification, or a poll after
@@ -527,11 +542,39 @@ async def drive(
     seed = read_task("tools/call", created, seed=True)
     run = TaskRun(channel, seed.task_id, on_status, fresh=True)
     try:
-        return await run.run(seed)
+        return await _bounded(
+            run,
+            seed,
+            channel.options.max_wait,
+            "TaskOptions.max_wait",
+            "asks the server to cancel it",
+        )
     except (Exception, asyncio.CancelledError):
         if not run.ended and not run.gone:
             await _cancel_quietly(run)
         raise
+
+
+async def _bounded(
+    run: TaskRun, seed: DetailedTask | None, limit: float, bound: str, then: str
+) -> dict[str, Any]:
+    """`run.run(seed)` within `limit` seconds (0: no limit), else `REQUEST_TIMEOUT` naming
+    `bound` and saying what `then` becomes of the task (rule 7)."""
+    if limit <= 0:
+        return await run.run(seed)
+    deadline = Deadline(limit)
+    try:
+        with deadline:
+            return await run.run(seed)
+    except TimeoutError:
+        if not deadline.expired:
+            raise
+        raise McpError(
+            REQUEST_TIMEOUT,
+            f"task {_show(run.task_id)} did not end within {limit:g} s ({bound}); the client "
+            f"stopped waiting, and {then}",
+            {"taskId": run.task_id, "timeout": limit},
+        ) from None
 
 
 async def _cancel_quietly(run: TaskRun) -> None:
@@ -614,7 +657,8 @@ class TaskHandle:
         on_status: TaskStatusCallback | None = None,
     ) -> CallToolResult:
         """Wait for the task's final result, answering its input requests with the client's
-        handlers; `timeout` seconds at most (None: until the task ends or expires).
+        handlers; `timeout` seconds at most (None: `TaskOptions.max_wait`, an hour; 0: until
+        the task ends or expires).
 
         Raises the task's JSON-RPC error when it failed, `McpError(TASK_CANCELLED)` when it
         was cancelled, `McpError(REQUEST_TIMEOUT)` past `timeout` (the task goes on: call
@@ -636,19 +680,12 @@ class TaskHandle:
     ) -> CallToolResult:
         run.on_status = on_status
         seed = self.last if self.last is not None and run.current is None else None
+        limit = self._channel.options.max_wait if timeout is None else timeout
+        bound = "TaskOptions.max_wait" if timeout is None else "the timeout given"
         try:
-            if timeout is None or timeout <= 0:
-                raw = await run.run(seed)
-            else:
-                with Deadline(timeout):
-                    raw = await run.run(seed)
-        except TimeoutError:
-            raise McpError(
-                REQUEST_TIMEOUT,
-                f"task {_show(self.task_id)} did not end within {timeout:g} s; it goes on on "
-                "the server (cancel() stops it)",
-                {"taskId": self.task_id},
-            ) from None
+            raw = await _bounded(
+                run, seed, limit, bound, "it goes on on the server (cancel() stops it)"
+            )
         finally:
             run.on_status = None
             if run.current is not None:
