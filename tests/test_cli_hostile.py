@@ -255,6 +255,25 @@ def test_a_form_asking_a_password_warns_hides_it_and_asks_before_sending(pane: P
     assert "bank accept: user=bob password length 8" in screen
     assert "hunter22" not in screen  # neither echoed nor printed
     assert_untouched(pane, screen)
+    pane.type(": echo is back")  # the terminal echoes again what is typed
+    pane.wait_for("$ : echo is back")
+
+
+def test_ctrl_c_at_the_password_gives_the_terminal_its_echo_back(pane: Pane) -> None:
+    pane.run(call("bank"))
+    pane.wait_for("Respond?")
+    pane.type("a")
+    pane.wait_for("    > ")
+    pane.type("bob")
+    pane.wait_for("(typed without echo)")
+    time.sleep(0.2)
+    pane.tmux("send-keys", "-t", "t", "C-c")
+    pane.wait_for("[exit 130]")
+    # Split in the line typed, so that only the output shows "state:" whole.
+    pane.type(
+        """stty -a | tr ' ' '\\n' | grep -x -e -echo -e echo | awk '{print "st" "ate:" $0}'"""
+    )
+    assert "state:echo" in pane.wait_for("state:").splitlines()
 
 
 def test_a_piped_password_is_masked_in_the_transcript_and_a_no_declines() -> None:
