@@ -123,7 +123,7 @@ for version in $EXTRA_VERSIONS; do
     extra_pythons+=("$version=$found")
 done
 
-step "programs the tests start (redis-server, haproxy, valgrind, wrk)"
+step "programs the tests start (redis-server, haproxy, valgrind, wrk, tmux)"
 # Debian puts haproxy in /usr/sbin, which a non-root PATH may lack: look there too.
 have() { command -v "$1" >/dev/null || [[ -x "/usr/sbin/$1" || -x "/usr/bin/$1" ]]; }
 missing=()
@@ -131,6 +131,7 @@ have redis-server || missing+=(redis-server)
 have haproxy || missing+=(haproxy)
 have valgrind || missing+=(valgrind)
 have wrk || missing+=(wrk)
+have tmux || missing+=(tmux)  # the terminal `mrtr call` is shown in (test_cli_hostile.py)
 if ((${#missing[@]})); then
     if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
         export DEBIAN_FRONTEND=noninteractive

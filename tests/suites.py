@@ -15,6 +15,7 @@ UNIT = frozenset(
         "test_bad_input.py",
         "test_bad_request_ids.py",
         "test_cancelled_round_http.py",
+        "test_cli_display.py",
         "test_client_auth.py",
         "test_client_auth_binding.py",
         "test_client_auth_discovery.py",

@@ -63,6 +63,10 @@ class Script:
         self.shown.append(prompt)
         return self.answers.pop(0) if self.answers else None
 
+    def read_secret(self, prompt: str) -> str | None:
+        self.shown.append(prompt + "(no echo)")
+        return self.answers.pop(0) if self.answers else None
+
     @property
     def text(self) -> str:
         return "\n".join(self.shown)

@@ -425,6 +425,9 @@ class NobodyThere:
         self.shown.append(prompt)
         return None
 
+    def read_secret(self, prompt: str) -> str | None:
+        return self.read_line(prompt)
+
 
 async def test_mrtr_call_does_not_prompt_for_a_round_over_the_cap() -> None:
     asked = {f"q{i}": elicitation(f"Question {i}?") for i in range(5000)}

@@ -57,6 +57,11 @@ Questions go to stderr and the result to stdout. End of input answers "cancel".
 it as); past it the call stops with one line on stderr and exit status 1. Without it a task
 is waited for an hour at most (the client's TaskOptions.max_wait).
 
+What the server sends is shown with its control characters and bidi marks escaped (\x1b,
+\u202e): it cannot rewrite the screen. A URL with a character outside printable ASCII is
+declined; a form field that looks like a password or token is typed without echo, masked,
+and sent only after "Send it? [y/N]" (servers must not ask for secrets in a form).
+
 examples:
   mrtr call http://127.0.0.1:8000/mcp place_order item=tea quantity=2
   mrtr call --root . summarize path=README.md -- python my_server.py

@@ -15,6 +15,13 @@ one line says so.
 A protected HTTP server (401) is authorized with OAuth (`sign_in.py`): the authorization URL is
 printed and opened in a browser, and the tokens are kept in `~/.mrtr/tokens.json`, so the next
 call signs in no more.
+
+Rules:
+* Everything the server sent is printed through `display`: the result text (`shown`), the
+  `--json` result (`shown_json`, still JSON), errors, task statuses and a stdio server's
+  stderr lines (`shown_line`).
+* A result nested more than `results.MAX_RESULT_DEPTH` levels is a protocol violation, said in
+  one line; any other unexpected error is one line too, never a traceback. Both exit 1.
 """
 
 from __future__ import annotations
@@ -33,9 +40,10 @@ from ..deadline import Deadline
 from ..protocol.errors import LOCAL_CODES, MISSING_REQUIRED_CLIENT_CAPABILITY, McpError
 from ..protocol.tasks import DetailedTask
 from ..protocol.types import Root
+from .display import shown, shown_json, shown_line
 from .notices import Notices
 from .responder import SamplingRefused, TerminalResponder
-from .results import format_tool_result, pretty_json
+from .results import MAX_RESULT_DEPTH, format_tool_result, nested_deeper_than, pretty_json
 from .terminal import Console, TextConsole, question_sink
 
 if TYPE_CHECKING:
@@ -76,13 +84,20 @@ def parse_headers(words: Sequence[str]) -> dict[str, str]:
     return headers
 
 
+class _ServerLineFormatter(logging.Formatter):
+    """`server: LINE`, the line shown (`shown_line`): a server's stderr is its own text."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return "server: " + shown_line(record.getMessage())
+
+
 def forward_server_stderr(stream: TextIO | None = None) -> None:
     """Show a stdio server's stderr lines (logged by the transport) prefixed `server: `."""
     log = logging.getLogger("mrtr.stdio.server")
     if log.handlers:
         return
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
-    handler.setFormatter(logging.Formatter("server: %(message)s"))
+    handler.setFormatter(_ServerLineFormatter())
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.propagate = False
@@ -124,6 +139,13 @@ class CallCommand:
         """Call the tool and print its result; returns the exit status (0, or 1 on error)."""
         out = out if out is not None else sys.stdout
         err = err if err is not None else sys.stderr
+        try:
+            return await self._run(console, out, err)
+        except Exception as exc:  # a bug or a peer nobody foresaw: one line, not a traceback
+            print(f"mrtr call: unexpected error: {shown_line(_reason(exc))}", file=err)
+            return 1
+
+    async def _run(self, console: Console | None, out: TextIO, err: TextIO) -> int:
         console = console or TextConsole(sink=question_sink())
         responder = TerminalResponder(console, self.server_label, self.roots)
         notices = Notices(err)
@@ -149,20 +171,26 @@ class CallCommand:
                 return 1
             return self._report(exc, err)
         except OSError as exc:
-            print(f"mrtr call: cannot reach the server ({self.server_label}): {exc}", file=err)
+            said = shown_line(f"({self.server_label}): {exc}")
+            print(f"mrtr call: cannot reach the server {said}", file=err)
             return 1
         finally:
             notices.end_line()
         if responder.refusal is not None:  # a legacy server turned the refusal into a result
             print(f"mrtr call: stopped: {responder.refusal}", file=err)
             return 1
-        if self.raw_json:
+        if nested_deeper_than(result, MAX_RESULT_DEPTH):
             print(
-                pretty_json(result.model_dump(mode="json", by_alias=True, exclude_none=True)),
-                file=out,
+                "mrtr call: error: the server broke the protocol: its result nests more than "
+                f"{MAX_RESULT_DEPTH} levels deep (not shown)",
+                file=err,
             )
+            return 1
+        if self.raw_json:
+            wire = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+            print(shown_json(pretty_json(wire)), file=out)
         else:
-            print(format_tool_result(result), file=out)
+            print(shown(format_tool_result(result)), file=out)
         out.flush()
         return 1 if result.is_error else 0
 
@@ -181,14 +209,17 @@ class CallCommand:
             if isinstance(exc.__cause__, SamplingRefused):
                 print(f"mrtr call: stopped: {exc.__cause__}", file=err)
             else:
-                print(f"mrtr call: error: {exc.message}", file=err)
+                print(f"mrtr call: error: {shown_line(exc.message)}", file=err)
             return 1
         if exc.code in LOCAL_CODES:  # found on this side (its message says it all)
-            print(f"mrtr call: error: {exc.message}", file=err)
+            print(f"mrtr call: error: {shown_line(exc.message)}", file=err)
             return 1
-        print(f"mrtr call: error {exc.code}: {exc.message}", file=err)
+        print(f"mrtr call: error {exc.code}: {shown_line(exc.message)}", file=err)
         if exc.data is not None:
-            print(f"  data: {json.dumps(exc.data, ensure_ascii=False)}", file=err)
+            data = "(nested too deep to show)"
+            if not nested_deeper_than(exc.data, MAX_RESULT_DEPTH):
+                data = shown_json(json.dumps(exc.data, ensure_ascii=False))
+            print(f"  data: {data}", file=err)
         if exc.code == MISSING_REQUIRED_CLIENT_CAPABILITY and "roots" in str(exc.data):
             print("  hint: offer roots with --root PATH", file=err)
         return 1
@@ -214,9 +245,16 @@ def _task_reporter(err: TextIO, notices: Notices) -> Callable[[DetailedTask], No
     def report(task: DetailedTask) -> None:
         notices.end_line()
         said = f" ({task.status_message})" if task.status_message else ""
-        print(f"mrtr call: task {task.task_id}: {task.status}{said}", file=err, flush=True)
+        line = shown_line(f"{task.task_id}: {task.status}{said}")
+        print(f"mrtr call: task {line}", file=err, flush=True)
 
     return report
+
+
+def _reason(exc: Exception) -> str:
+    """An exception in words: its type, and its message when it has one."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 __all__ = [

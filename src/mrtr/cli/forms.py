@@ -10,6 +10,17 @@ is asked for as a JSON value, so that a form never becomes impossible to fill.
 Every answer is checked against the field before it is accepted; a bad answer is explained and
 asked again. An empty answer takes the default, skips an optional field, and is refused for a
 required one.
+
+Rules:
+* Everything the server wrote (titles, descriptions, labels, defaults, hints) is shown through
+  `display.shown_line`: one line each, no control sequence reaches the terminal.
+* A field that looks like a secret (`FormField.secret`: its name or title says password, token,
+  API key, PIN, card number...) is read without echo; the caller warns and asks for a review.
+* A server's `pattern` is matched in a child process that is killed after
+  `PATTERN_SECONDS`: Python's `re` holds the GIL while it backtracks, so a pattern matched in
+  this process could freeze the command (and Ctrl-C with it) for as long as the server likes.
+  A pattern that takes longer, or that Python cannot read, is not enforced here: the server
+  checks its own pattern.
 """
 
 from __future__ import annotations
@@ -18,12 +29,15 @@ import datetime as dt
 import json
 import math
 import re
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from .terminal import Console, InvalidAnswer, ask
+from .display import shown_line
+from .terminal import MASK, Console, InvalidAnswer, ask
 
 FieldKind = Literal["string", "number", "integer", "boolean", "enum", "multi", "json"]
 
@@ -31,6 +45,31 @@ _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _TRUE = frozenset({"y", "yes", "true", "t", "1", "on"})
 _FALSE = frozenset({"n", "no", "false", "f", "0", "off"})
 _MAX_REF_DEPTH = 8
+#: How long a server's `pattern` may take to test one answer, in seconds.
+PATTERN_SECONDS = 1.0
+# The child that tests a pattern: isolated (-I -S), and capped in CPU time as well, so that it
+# dies by itself should this process be gone before it can kill it.
+_PATTERN_CHILD = """
+import json, re, sys
+try:
+    import resource
+    resource.setrlimit(resource.RLIMIT_CPU, (3, 3))
+except Exception:
+    pass
+pattern, text = json.load(sys.stdin)
+try:
+    found = re.search(pattern, text)
+except re.error:
+    sys.exit(2)
+sys.exit(0 if found else 1)
+"""
+# Words (in a field's name or title, split at case changes and punctuation) that name a
+# secret: the credentials and payment details the spec forbids servers to ask in a form.
+_SECRET_WORDS = re.compile(
+    r"\b(?:passwords?|passwd|pwd|passphrases?|passcodes?|secrets?|tokens?|api ?keys?|"
+    r"private ?keys?|pins?|otp|totp|one ?time ?(?:password|code)s?|2fa|mfa|"
+    r"credit ?cards?|card ?numbers?|cvv2?|cvc2?|security ?codes?|ssn|social ?security)\b"
+)
 
 
 class _Missing:
@@ -62,6 +101,14 @@ class FormField:
     default: Any = MISSING
     choices: tuple[Choice, ...] = ()
     schema: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def secret(self) -> bool:
+        """True when the field looks like it asks for a secret (a password, a token, a card
+        number...): by its name or title, `format: password` or `writeOnly`."""
+        if self.schema.get("format") == "password" or self.schema.get("writeOnly") is True:
+            return True
+        return any(_SECRET_WORDS.search(_words(text)) for text in (self.name, self.title))
 
     def hint(self) -> str:
         """What kind of answer is expected, in words."""
@@ -114,6 +161,31 @@ _FORMAT_HINTS = {
     "date": "a date (YYYY-MM-DD)",
     "date-time": "a date and time (YYYY-MM-DDTHH:MM:SS, optionally with a UTC offset)",
 }
+
+
+def _words(text: str) -> str:
+    """`text` as lower-case words: `apiKey`, `api_key` and `API-Key` are all `api key`."""
+    split = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", text)
+    return re.sub(r"[^a-z0-9]+", " ", split.lower())
+
+
+def pattern_matches(pattern: str, text: str) -> bool | None:
+    """Whether `re.search(pattern, text)` finds a match, tested in a child process; None when
+    it cannot be told in `PATTERN_SECONDS` or Python cannot read the pattern."""
+    if not sys.executable:
+        return None
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", _PATTERN_CHILD],
+            input=json.dumps([pattern, text]),
+            capture_output=True,
+            text=True,
+            timeout=PATTERN_SECONDS,
+            check=False,
+        )
+    except (subprocess.TimeoutExpired, OSError):  # run() has killed a child that overran
+        return None
+    return {0: True, 1: False}.get(done.returncode)
 
 
 def _range(unit: str, low: Any, high: Any) -> str:
@@ -256,13 +328,9 @@ def _parse_string(f: FormField, text: str) -> str:
                 "that is not a date and time (expected YYYY-MM-DDTHH:MM:SS)"
             ) from None
     pattern = s.get("pattern")
-    if isinstance(pattern, str):
-        try:
-            matched = re.search(pattern, text) is not None
-        except re.error:
-            matched = True  # a pattern Python cannot read is the server's problem, not ours
-        if not matched:
-            raise InvalidAnswer(f"does not match the pattern {pattern}")
+    # None (too slow, or unreadable by Python) lets the answer through: the server checks it.
+    if isinstance(pattern, str) and pattern_matches(pattern, text) is False:
+        raise InvalidAnswer(f"does not match the pattern {shown_line(pattern)}")
     return text
 
 
@@ -372,16 +440,25 @@ def ask_field(console: Console, f: FormField) -> Any:
 
     Raises `NoAnswer` at end of input or after too many invalid answers.
     """
-    head = f"{'*' if f.required else ' '} {f.title}"
+    head = f"{'*' if f.required else ' '} {shown_line(f.title)}"
     if f.description:
-        head += f" - {f.description}"
+        head += f" - {shown_line(f.description)}"
     console.say(head)
-    console.say(f"    {f.hint()}{'' if f.required else ' (optional)'}")
+    console.say(f"    {shown_line(f.hint())}{'' if f.required else ' (optional)'}")
     for number, choice in enumerate(f.choices, 1):
-        console.say(f"    {number}) {choice.label}")
-    prompt = f"    [{f.show_default()}]> " if f.default is not MISSING else "    > "
+        console.say(f"    {number}) {shown_line(choice.label)}")
+    if f.secret:
+        console.say("    (typed without echo)")
+    prompt = "    > "
+    if f.default is not MISSING:
+        prompt = "    [default kept]> " if f.secret else f"    [{shown_line(f.show_default())}]> "
 
     def parse(text: str) -> Any:
+        if text and f.secret:
+            try:
+                return f.parse(text)
+            except InvalidAnswer as exc:  # the reason may quote the answer: not a secret one
+                raise InvalidAnswer(str(exc).replace(repr(text), MASK)) from None
         if text:
             return f.parse(text)
         if f.default is not MISSING:
@@ -393,7 +470,7 @@ def ask_field(console: Console, f: FormField) -> Any:
             return []
         raise InvalidAnswer("this field is required")
 
-    return ask(console, prompt, parse)
+    return ask(console, prompt, parse, secret=f.secret)
 
 
 def ask_form(console: Console, schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -414,10 +491,12 @@ def ask_form(console: Console, schema: Mapping[str, Any]) -> dict[str, Any]:
 
 __all__ = [
     "MISSING",
+    "PATTERN_SECONDS",
     "Choice",
     "FieldKind",
     "FormField",
     "ask_field",
     "ask_form",
     "fields_from_schema",
+    "pattern_matches",
 ]

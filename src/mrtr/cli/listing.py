@@ -5,6 +5,12 @@ an `initialize`-based one are described alike. `inspect` prints the server's ful
 as one JSON object (its identity, era, version, capabilities, instructions, and every tool,
 prompt, resource and resource template as the server listed them); `list` prints the names
 and one-line descriptions for a person.
+
+Rules:
+* What the server sent is printed through `display`: each line of `list` with `shown_line`,
+  `inspect`'s JSON with `shown_json` (still JSON), errors with `shown_line`.
+* An unexpected error (a description too deep to walk or encode, a bug) is one line, never a
+  traceback; the exit status is 1.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Any, TextIO
 from ..client import Client, ClientOptions
 from ..protocol import meta as meta_keys
 from ..protocol.errors import LOCAL_CODES, METHOD_NOT_FOUND, McpError
+from .display import shown_json, shown_line
 
 #: (capability, list method, result key): what a description gathers.
 _KINDS = (
@@ -111,7 +118,7 @@ def format_listing(description: dict[str, Any]) -> str:
         items = [item for item in description.get(key, []) if isinstance(item, dict)]
         lines.append(f"{title} ({len(items)}):" if items else f"{title}: none")
         lines.extend("  " + line(item) for item in items)
-    return "\n".join(lines)
+    return "\n".join(shown_line(line) for line in lines)
 
 
 def _first_line(item: dict[str, Any]) -> str:
@@ -208,20 +215,27 @@ async def run_listing(
     try:
         async with target.client() as client:
             description = await describe(client)
+        text = (
+            shown_json(json.dumps(description, indent=2, ensure_ascii=False))
+            if as_json
+            else format_listing(description)
+        )
     except McpError as exc:
         if exc.code in LOCAL_CODES:  # found on this side (unreachable, timed out...)
-            print(f"mrtr {command}: {exc.message}", file=err)
+            print(f"mrtr {command}: {shown_line(exc.message)}", file=err)
         else:
-            print(f"mrtr {command}: error {exc.code} from {target.label}: {exc.message}",
-                  file=err)  # fmt: skip
+            said = shown_line(f"{exc.code} from {target.label}: {exc.message}")
+            print(f"mrtr {command}: error {said}", file=err)
         return 1
     except OSError as exc:
-        print(f"mrtr {command}: cannot reach the server ({target.label}): {exc}", file=err)
+        said = shown_line(f"({target.label}): {exc}")
+        print(f"mrtr {command}: cannot reach the server {said}", file=err)
         return 1
-    if as_json:
-        print(json.dumps(description, indent=2, ensure_ascii=False), file=out)
-    else:
-        print(format_listing(description), file=out)
+    except (RecursionError, ValueError, TypeError) as exc:  # a description too deep to show
+        print(f"mrtr {command}: cannot show what the server sent: {shown_line(str(exc))}",
+              file=err)  # fmt: skip
+        return 1
+    print(text, file=out)
     out.flush()
     return 0
 

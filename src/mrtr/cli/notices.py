@@ -3,6 +3,10 @@
 Progress is one line: on a terminal it is rewritten in place (`\\r`) as reports come, and ended
 before anything else is written; elsewhere (a file, a pipe) each report is a line of its own.
 Log messages are lines `server log [level] logger: message`.
+
+Rules:
+* What the server wrote (a progress message, a log level, logger name and message) is shown
+  through `display.shown_line`: one line, no control sequence of its own.
 """
 
 from __future__ import annotations
@@ -11,13 +15,15 @@ import json
 import sys
 from typing import Any, TextIO
 
+from .display import shown_line
+
 #: Characters of the progress bar.
 BAR_WIDTH = 24
 
 
 def progress_text(progress: float, total: float | None, message: str | None) -> str:
     """A progress report as text: a bar and `done/total` when the total is known."""
-    said = f"  {message}" if message else ""
+    said = f"  {shown_line(message)}" if message else ""
     if total is not None and total > 0:
         filled = round(BAR_WIDTH * min(max(progress / total, 0.0), 1.0))
         bar = "#" * filled + "." * (BAR_WIDTH - filled)
@@ -55,8 +61,9 @@ class Notices:
         name = params.get("logger")
         data = params.get("data")
         text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-        source = f" {name}:" if isinstance(name, str) and name else ""
-        self._stream.write(f"server log [{level}]{source} {text}\n")
+        source = f" {shown_line(name)}:" if isinstance(name, str) and name else ""
+        said = shown_line(f"[{level}]{source} {text}")
+        self._stream.write(f"server log {said}\n")
         self._stream.flush()
 
     def end_line(self) -> None:

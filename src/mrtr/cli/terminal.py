@@ -5,21 +5,32 @@ output stays parseable): they go to the terminal (`/dev/tty`) when a person type
 so that `2>/dev/null` hides no question, and to stderr otherwise (`question_sink`). Answers are
 read a line at a time, which works the same on a terminal and with piped stdin. End of input
 means the person is gone: `NoAnswer`.
+
+Rules:
+* Everything a `TextConsole` writes passes through `display.shown` (the callers show server
+  text through it already; this is the last line of defence for a string they missed).
+* A secret (`read_secret`) is typed without echo on a terminal, and shown as a mask in the
+  transcript of piped answers; it is never written anywhere by this module.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol, TextIO, TypeVar
+
+from .display import shown
 
 T = TypeVar("T")
 
 #: How many invalid answers one question takes before the person is taken to have given up.
 MAX_ATTEMPTS = 10
+#: What is shown in place of a secret.
+MASK = "\u2022\u2022\u2022\u2022"
 
 
 class NoAnswer(Exception):
@@ -39,6 +50,9 @@ class Console(Protocol):
     def read_line(self, prompt: str) -> str | None:
         """Write `prompt` and read one line (without its newline); None at end of input."""
 
+    def read_secret(self, prompt: str) -> str | None:
+        """As `read_line`, for an answer that must not be shown (typed without echo)."""
+
 
 class TextConsole:
     """A `Console` over text streams (default: answers from stdin, everything else to stderr).
@@ -56,11 +70,30 @@ class TextConsole:
             self._echo = True
 
     def say(self, text: str = "") -> None:
-        self._sink.write(text + "\n")
+        self._sink.write(shown(text) + "\n")
         self._sink.flush()
 
     def read_line(self, prompt: str) -> str | None:
-        self._sink.write(prompt)
+        return self._read(prompt, secret=False)
+
+    def read_secret(self, prompt: str) -> str | None:
+        if self._echo:  # piped answers: read as usual, the transcript shows a mask
+            return self._read(prompt, secret=True)
+        with _echo_off(self._source) as off:
+            if not off:  # no terminal control here: getpass knows the platform's way
+                import getpass
+
+                try:
+                    return getpass.getpass(shown(prompt), stream=self._sink)
+                except EOFError:
+                    return None
+            answer = self._read(prompt, secret=True)
+        self._sink.write("\n")  # the Enter typed was not echoed either
+        self._sink.flush()
+        return answer
+
+    def _read(self, prompt: str, *, secret: bool) -> str | None:
+        self._sink.write(shown(prompt))
         self._sink.flush()
         line = self._source.readline()
         if not line:
@@ -70,9 +103,41 @@ class TextConsole:
             return None
         answer = line.rstrip("\r\n")
         if self._echo:
-            self._sink.write(answer + "\n")
+            self._sink.write((MASK if secret else shown(answer)) + "\n")
             self._sink.flush()
         return answer
+
+
+@contextlib.contextmanager
+def _echo_off(source: TextIO) -> Iterator[bool]:
+    """Turn off the terminal's echo of `source` meanwhile; yields False where that cannot be
+    done (no termios, not a terminal). The echo is also restored at exit: the read runs in a
+    daemon thread, which an interrupted command never lets finish."""
+    try:
+        import termios
+    except ImportError:  # Windows
+        yield False
+        return
+    try:
+        fd = source.fileno()
+        saved = termios.tcgetattr(fd)
+    except (termios.error, OSError, ValueError, AttributeError):
+        yield False
+        return
+    quiet = list(saved)
+    quiet[3] &= ~termios.ECHO  # lflag
+
+    def restore() -> None:
+        with contextlib.suppress(OSError, termios.error):
+            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+    atexit.register(restore)
+    try:
+        termios.tcsetattr(fd, termios.TCSADRAIN, quiet)
+        yield True
+    finally:
+        restore()
+        atexit.unregister(restore)
 
 
 def question_sink(source: TextIO | None = None, tty: str = "/dev/tty") -> TextIO:
@@ -99,13 +164,16 @@ def ask(
     parse: Callable[[str], T],
     *,
     attempts: int = MAX_ATTEMPTS,
+    secret: bool = False,
 ) -> T:
     """Ask until `parse` accepts the answer; each `InvalidAnswer` is shown and asked again.
+    A `secret` answer is read with `Console.read_secret`.
 
     Raises `NoAnswer` at end of input or after `attempts` invalid answers.
     """
+    read = console.read_secret if secret else console.read_line
     for _ in range(attempts):
-        line = console.read_line(prompt)
+        line = read(prompt)
         if line is None:
             raise NoAnswer("end of input")
         try:
@@ -149,6 +217,7 @@ def _post(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None
 
 
 __all__ = [
+    "MASK",
     "MAX_ATTEMPTS",
     "Console",
     "InvalidAnswer",
