@@ -21,8 +21,13 @@ moves the call on (that question is not asked again); an answer left out is aske
 result names the call and its effect ran once. At teardown every open call is driven to its
 end (answered, or its dropped round re-sent, on the instance it started on).
 
-Size: 20 examples of at most 12 steps, `derandomize=True` (the same examples each run), at
-most `FAULTS` broker faults an example.
+Size: `EXAMPLES` (20) examples of at most `STEPS` (12) steps, `derandomize=True` (the same
+examples each run), at most `FAULTS` broker faults an example: about 19 s on an idle 2-core
+machine, measured with the drop, left-out answer, prompt/read and fault rules off. A failing
+run then shrinks its example, which takes minutes (a stranded round costs `GUARD` seconds each
+time it is tried), so only the first failure is shrunk and reported. The tests after the
+machine replay the shortest failing examples it found, one per rule of the expected
+behaviour, in a few seconds.
 """
 
 from __future__ import annotations
@@ -69,7 +74,7 @@ SESSIONS = 3
 #: Seconds a call waits for a free backend session before it is refused (`mayHaveRun` false).
 SESSION_WAIT = 0.3
 #: Seconds the backend works after each answer: a round dropped then is mid-call.
-PAUSE = 0.03
+PAUSE = 0.02
 EXAMPLES = 20
 STEPS = 12
 #: Broker faults armed in one example at most.
@@ -223,10 +228,7 @@ class Call:
 
 def caller_info(name: str) -> dict[str, Any]:
     """A 2026-07-28 caller's `transport_info`: its verified token, as the HTTP guard puts it."""
-    return {
-        SCOPE_KEY: AccessToken(subject=name, issuer="test"),
-        "client": [f"10.0.0.{len(name)}", 1],
-    }
+    return {SCOPE_KEY: AccessToken(subject=name, issuer="test")}
 
 
 class ProxyMachine(RuleBasedStateMachine):
@@ -465,7 +467,8 @@ class ProxyMachine(RuleBasedStateMachine):
         call.waiting = None
         call.asked.clear()
         call.answered_any = True
-        future.set_result(ElicitResult(action="accept", content={"ok": True}))
+        if not future.done():  # not cut off meanwhile
+            future.set_result(ElicitResult(action="accept", content={"ok": True}))
         await self.legacy_wait(call)
 
     async def legacy_wait(self, call: Call) -> None:
@@ -674,7 +677,10 @@ class ProxyMachine(RuleBasedStateMachine):
             for _ in range(6):
                 if not call.open():
                     break
-                await self.answer_live(call)
+                if call.waiting is None:
+                    await self.legacy_wait(call)
+                else:
+                    await self.answer_live(call)
             assert not call.open(), f"legacy call {call.id} did not end"
         self.each_caller_shown_only_its_own()
         tasks = [task for _, task in self.side]
