@@ -42,6 +42,7 @@ UNIT = frozenset(
         "test_mrtr_server.py",
         "test_once_journal.py",
         "test_proxy_cli.py",
+        "test_proxy_properties.py",
         "test_proxy_relay_notes.py",
         "test_questions_as_coroutines.py",
         "test_redemption.py",

@@ -25,7 +25,8 @@ Rules:
    bound of others. Past either bound a new call is refused as a budget is (-32602,
    `data.reason` "budget_exceeded", `data.bound` "principal" or "total"); no held call is
    dropped for it. A round continuing a call must come from the caller that started it (the
-   token's subject or client id, else the legacy session). A call waiting for the client
+   token's subject or client id, else the legacy session, else `ServerOptions.principal`'s
+   answer for the request). A call waiting for the client
    longer than `hold_timeout` seconds is cancelled (the backend is told by the client's
    `notifications/cancelled`) and forgotten.
 4. A question the client did not declare it can answer is refused to the backend (-32601)
@@ -79,7 +80,9 @@ def principal_of(ctx: RequestContext) -> str:
         return f"token:{token.subject or token.client_id}"
     if ctx.session is not None:
         return f"session:{id(ctx.session)}"
-    return "anonymous"
+    resolver = ctx.server.options.principal
+    principal = resolver(ctx.transport_info) if resolver is not None else None
+    return f"principal:{principal}" if principal else "anonymous"
 
 
 def holder_of(ctx: RequestContext) -> str:
