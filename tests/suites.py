@@ -58,5 +58,6 @@ UNIT = frozenset(
         "test_tool_direct_path.py",
         "test_tool_results.py",
         "test_uri_template.py",
+        "test_uri_template_linear.py",
     }
 )

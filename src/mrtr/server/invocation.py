@@ -142,9 +142,9 @@ class Invocation:
         uri = request.params.get("uri")
         if not isinstance(uri, str):
             raise invalid_params('resources/read needs "uri", the URI of a resource (a string)')
-        found = self.registry.resource(uri)
-        if found is None:
-            raise invalid_params(self.registry.not_found(uri), {"uri": uri})
+        found = self.registry.find_resource(uri)
+        if isinstance(found, McpError):
+            raise found
         entry, variables = found
         try:
             kwargs = entry.signature.bind(variables)
