@@ -22,6 +22,7 @@ UNIT = frozenset(
         "test_client_hardening.py",
         "test_client_listen.py",
         "test_deadline.py",
+        "test_deep_arguments.py",
         "test_engine_fast_path.py",
         "test_engine_layer.py",
         "test_era.py",
