@@ -7,8 +7,9 @@ Rules:
    knows nothing of protocol eras, sessions or transports: the era dispatchers add what their
    revision requires around what it gives.
 2. An entry carrying a disabled tag is hidden: it leaves the lists and every lookup here
-   (`tool`, `prompt`, `resource`, `tool_definition`, `has_resource`) answers as if it were not
-   registered. Templates match in registration order; replacing one keeps its place.
+   (`tool`, `prompt`, `resource`, `find_resource`, `tool_definition`, `has_resource`) answers
+   as if it were not registered. Templates match in registration order; replacing one keeps
+   its place.
 3. A change of what a client may list (a registration, a removal, a tag disabled or enabled)
    is announced through `on_change`, called with the kind of list that changed.
 4. Lists are paged by an opaque cursor: an offset the client hands back unchanged; anything
