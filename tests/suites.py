@@ -25,6 +25,7 @@ UNIT = frozenset(
         "test_client_listen.py",
         "test_connection_bound.py",
         "test_deadline.py",
+        "test_deep_arguments.py",
         "test_engine_fast_path.py",
         "test_engine_layer.py",
         "test_era.py",
@@ -64,5 +65,6 @@ UNIT = frozenset(
         "test_tool_direct_path.py",
         "test_tool_results.py",
         "test_uri_template.py",
+        "test_uri_template_linear.py",
     }
 )

@@ -3,10 +3,11 @@
 Rules:
 
 1. Every `tools/call`, `prompts/get`, `resources/read` and `completion/complete` goes:
-   look up (hidden entries are unknown) -> bind and validate the arguments -> run under a
-   round (sync functions on the server's worker threads) -> render the value. The era
-   dispatchers call it and add what their revision requires around the result; nothing here
-   knows which era asked.
+   look up (hidden entries are unknown) -> refuse arguments too deep to carry (-32602,
+   before validation, whose messages would quote them) -> bind and validate the arguments
+   -> run under a round (sync functions on the server's worker threads) -> render the
+   value. The era dispatchers call it and add what their revision requires around the
+   result; nothing here knows which era asked.
 2. A tool's invalid arguments and its own failures are its result (`isError`); a prompt's or
    resource's are -32602 and -32603. Protocol errors stay errors.
 3. A tool that takes no context and needs none for itself (`ToolEntry.direct`) runs its first
@@ -80,6 +81,9 @@ class Invocation:
         arguments = params.get("arguments")
         if arguments is not None and type(arguments) is not dict:
             raise invalid_params(f'tools/call {name!r}: "arguments" must be an object')
+        if arguments:
+            # Before validation (rule 1): a message about a deep value must never be written.
+            self.rounds.check_arguments("tools/call", name, arguments)
         signature = entry.signature
         try:
             kwargs = signature.bind(arguments)
@@ -89,8 +93,6 @@ class Invocation:
         render = functools.partial(entry.render, self.options.mask_errors)
         if entry.direct and "requestState" not in params and "inputResponses" not in params:
             # Rule 3: the first round of a tool that cannot ask, run without a context.
-            if arguments:
-                self.rounds.check_arguments("tools/call", name, arguments)
             start = functools.partial(signature.start, kwargs, None, pool)
             outcome = await self.rounds.run(
                 run_unasking(start), None, "tools/call", live=request.session is not None
@@ -103,12 +105,11 @@ class Invocation:
             if type(result) is dict:
                 return result
             # An `InputRequiredResult` made by hand: sealed (or asked live) as any round's.
-            return await self.rounds.round(request.context(), name, arguments).settle(
-                result, entry.invoker(kwargs, pool), render
-            )
+            round_ = self.rounds.round(request.context(), name, arguments, checked=True)
+            return await round_.settle(result, entry.invoker(kwargs, pool), render)
         invoke = entry.invoker(kwargs, pool)
         ctx = request.context()
-        round_ = self.rounds.round(ctx, name, arguments)
+        round_ = self.rounds.round(ctx, name, arguments, checked=True)
         tasks = self.tasks
         if entry.task is not None and tasks is not None:
             return await tasks.call(ctx, entry.task, name, round_, invoke, render)
@@ -128,12 +129,14 @@ class Invocation:
         arguments = params.get("arguments")
         if arguments is not None and not isinstance(arguments, dict):
             raise invalid_params(f'prompts/get {name!r}: "arguments" must be an object')
+        if arguments:
+            self.rounds.check_arguments("prompts/get", name, arguments)  # before validation
         try:
             kwargs = entry.signature.bind(arguments)
         except ValidationFailure as exc:
             raise invalid_params(f"Invalid arguments for prompt {name!r}: {exc}") from None
         invoke = self._invoke(entry.signature, kwargs, entry.run_in_thread)
-        round_ = self.rounds.round(request.context(), name, arguments)
+        round_ = self.rounds.round(request.context(), name, arguments, checked=True)
         return round_.complete(invoke, entry.result, what=f"prompt {name!r}")
 
     def read_resource(self, request: Inbound) -> Awaitable[dict[str, Any]]:
@@ -142,9 +145,9 @@ class Invocation:
         uri = request.params.get("uri")
         if not isinstance(uri, str):
             raise invalid_params('resources/read needs "uri", the URI of a resource (a string)')
-        found = self.registry.resource(uri)
-        if found is None:
-            raise invalid_params(self.registry.not_found(uri), {"uri": uri})
+        found = self.registry.find_resource(uri)
+        if isinstance(found, McpError):
+            raise found
         entry, variables = found
         try:
             kwargs = entry.signature.bind(variables)

@@ -7,12 +7,16 @@ Rules:
    knows nothing of protocol eras, sessions or transports: the era dispatchers add what their
    revision requires around what it gives.
 2. An entry carrying a disabled tag is hidden: it leaves the lists and every lookup here
-   (`tool`, `prompt`, `resource`, `tool_definition`, `has_resource`) answers as if it were not
-   registered. Templates match in registration order; replacing one keeps its place.
+   (`tool`, `prompt`, `resource`, `find_resource`, `tool_definition`, `has_resource`) answers
+   as if it were not registered. Templates match in registration order; replacing one keeps
+   its place.
 3. A change of what a client may list (a registration, a removal, a tag disabled or enabled)
    is announced through `on_change`, called with the kind of list that changed.
 4. Lists are paged by an opaque cursor: an offset the client hands back unchanged; anything
    else is -32602.
+5. A URI is matched against each template once (`UriTemplate.resolve`): the first template
+   it fits serves it; if none does, the first that refused a value says why. A URI longer
+   than `MAX_URI_LENGTH` is matched against none (a static resource is still found by it).
 """
 
 from __future__ import annotations
@@ -23,10 +27,11 @@ import logging
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
-from ..protocol.errors import invalid_params
+from ..protocol.errors import McpError, invalid_params
 from ..protocol.tasks import EXTENSION_ID as TASKS_EXTENSION
 from .primitives import PromptEntry, ResourceEntry, ToolEntry
 from .subscriptions import PROMPTS_LIST_CHANGED, RESOURCES_LIST_CHANGED, TOOLS_LIST_CHANGED
+from .uri_template import MAX_URI_LENGTH
 
 if TYPE_CHECKING:
     from .options import ServerOptions
@@ -233,35 +238,39 @@ class Registry:
 
     def resource(self, uri: str) -> tuple[ResourceEntry, dict[str, str]] | None:
         """The resource serving `uri` with the template variables it matched, or None."""
-        entry = self.resources.get(uri)
-        if entry is not None and not (self.disabled and self.hidden(entry)):
-            return entry, {}
-        for template in self.templates:
-            assert template.template is not None
-            if self.disabled and self.hidden(template):
-                continue
-            found = template.template.match(uri)
-            if found is not None:
-                return template, found
-        return None
+        found = self.find_resource(uri)
+        return None if isinstance(found, McpError) else found
 
     def has_resource(self, uri: str) -> bool:
         """Whether `uri` names a registered resource or matches a resource template."""
         return self.resource(uri) is not None
 
-    def not_found(self, uri: str) -> str:
-        """The message for a URI no resource serves, saying which value a template refused."""
+    def find_resource(self, uri: str) -> tuple[ResourceEntry, dict[str, str]] | McpError:
+        """The resource serving `uri` with the template variables it matched, or the -32602
+        for a URI no resource serves, saying which value a template refused (rule 5)."""
+        entry = self.resources.get(uri)
+        if entry is not None and not (self.disabled and self.hidden(entry)):
+            return entry, {}
+        if len(uri) > MAX_URI_LENGTH and self.templates:
+            return invalid_params(
+                f"Resource not found: {uri[:100]}... (the URI is {len(uri)} characters long; "
+                f"resource templates match URIs of at most {MAX_URI_LENGTH} characters)",
+                {"limit": MAX_URI_LENGTH},
+            )
+        refused: str | None = None
         for template in self.templates:
             assert template.template is not None
             if self.disabled and self.hidden(template):
                 continue
-            why = template.template.refusal(uri)
-            if why is not None:
-                return (
-                    f"Resource not found: {uri} (refused by template {template.uri!r}: {why}, "
-                    "which could leave its place)"
+            found = template.template.resolve(uri)
+            if isinstance(found, dict):
+                return template, found
+            if found is not None and refused is None:
+                refused = (
+                    f"Resource not found: {uri} (refused by template {template.uri!r}: "
+                    f"{found}, which could leave its place)"
                 )
-        return f"Resource not found: {uri}"
+        return invalid_params(refused or f"Resource not found: {uri}", {"uri": uri})
 
     def completes(self, ref: dict[str, Any]) -> None:
         """Check that a `completion/complete` reference names a registered prompt, resource

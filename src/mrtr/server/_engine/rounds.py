@@ -161,13 +161,16 @@ class RoundKeeper:
             )
         )
 
-    def round(self, ctx: RoundContext, target: str, arguments: Any) -> Round:
+    def round(
+        self, ctx: RoundContext, target: str, arguments: Any, *, checked: bool = False
+    ) -> Round:
         """The round `ctx` is: of the tool/prompt named `target`, or of the resource `target`.
 
         Client input that could not be carried into a sealed state (too deep, too many or too
-        big answers) is refused here with -32602, before any handler code runs.
+        big answers) is refused here with -32602, before any handler code runs; `checked`
+        says the arguments passed `check_arguments` already.
         """
-        if arguments:
+        if arguments and not checked:
             self.check_arguments(ctx.method, target, arguments)
         responses = ctx.params.get("inputResponses")
         if responses and isinstance(responses, dict):
