@@ -23,8 +23,9 @@ end (answered, or its dropped round re-sent, on the instance it started on).
 
 Size: `EXAMPLES` (20) examples of at most `STEPS` (12) steps, `derandomize=True` (the same
 examples each run), at most `FAULTS` broker faults an example: about 20 s on a 2-core
-machine, every rule on. A failing run shrinks its example, which takes minutes (a stranded round costs `GUARD` seconds each
-time it is tried), so only the first failure is shrunk and reported. The tests after the
+machine, every rule on. A failing run shrinks its example, which takes minutes (a stranded
+round costs `GUARD` seconds each time it is tried), so only the first failure is shrunk and
+reported. The tests after the
 machine replay the shortest failing examples it found, one per rule of the expected
 behaviour, in a few seconds.
 """
