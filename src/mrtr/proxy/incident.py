@@ -52,6 +52,11 @@ def redact(text: str) -> str:
     return _BEARER.sub(lambda m: f"{m[1]}{m[2]}{MASK}", text)
 
 
+def looks_secret(name: str) -> bool:
+    """Whether a flag, variable or parameter `name` looks like it holds a secret (rule 3)."""
+    return re.fullmatch(rf"(?i)-{{0,2}}{_NAME}", name) is not None
+
+
 def _redact_url(match: re.Match[str]) -> str:
     url = match[0]
     trail = len(url) - len(url.rstrip(".,:;)]}"))
@@ -115,4 +120,4 @@ class Incidents:
         return BackendIncident(message, body, incident, f"{detail} (incident {incident})")
 
 
-__all__ = ["MASK", "NEUTRAL", "BackendIncident", "Incidents", "redact"]
+__all__ = ["MASK", "NEUTRAL", "BackendIncident", "Incidents", "looks_secret", "redact"]
