@@ -17,7 +17,10 @@ Where they apply:
   shared store and change broker (`mrtr.server.redis_store`), after checking that it answers:
   an unreachable one raises `SettingsError` at start-up;
 * `mrtr serve` sets up logging from `MRTR_LOG_LEVEL` (`--log-level` wins) and runs
-  `MRTR_WORKERS` processes (`--workers` wins); its worker processes load `MRTR_TARGET`.
+  `MRTR_WORKERS` processes (`--workers` wins); its worker processes load `MRTR_TARGET`;
+* `mrtr serve` and `mrtr proxy` over HTTP require callers' OAuth bearer tokens when
+  `MRTR_AUTH_ISSUER` is set (`auth_settings()`: `--auth-issuer` and the other `--auth-*`
+  flags win), for a server whose code configures no `ServerOptions.auth`.
 """
 
 from __future__ import annotations
@@ -30,10 +33,13 @@ import stat
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .server.options import InputRequiredConfig, ServerOptions
 from .server.request_state import check_secrets
+
+if TYPE_CHECKING:
+    from .server.auth.settings import AuthSettings
 
 logger = logging.getLogger("mrtr")
 
@@ -163,6 +169,17 @@ def _secrets_file(name: str, raw: str) -> list[str]:
     return _secrets(f"{name}={path!r}", secrets)
 
 
+def _url(name: str, raw: str) -> str:
+    from .server.auth.settings import canonical_resource
+
+    url = raw.strip()
+    try:
+        canonical_resource(url)
+    except ValueError as exc:
+        raise SettingsError(f"{name}={raw!r}: give an absolute http(s) URL ({exc})") from None
+    return url
+
+
 def _store_url(name: str, raw: str) -> str:
     url = raw.strip()
     if not url.startswith(("redis://", "rediss://", "unix://")):
@@ -180,7 +197,8 @@ class Variable:
     name: str
     #: "options" (a `ServerOptions` field), "input_required" (an `InputRequiredConfig` field),
     #: "http" (a `serve_http` keyword), "key" (the request-state key ring: `request_state_key`),
-    #: "store" (`MRTR_STORE_URL`), "logging" or "serve" (the command line's own).
+    #: "store" (`MRTR_STORE_URL`), "auth" (`auth_settings()`), "logging" or "serve" (the
+    #: command line's own).
     target: str
     field: str
     parse: Callable[[str, str], Any]
@@ -249,6 +267,15 @@ VARIABLES: tuple[Variable, ...] = (
              "space-separated Host names accepted over HTTP"),
     Variable("MRTR_ALLOWED_ORIGINS", "http", "allowed_origins", _words,
              "space-separated Origin values accepted over HTTP"),
+    Variable("MRTR_AUTH_ISSUER", "auth", "issuer", _url,
+             "the authorization server whose JWT access tokens callers must bring over HTTP "
+             "(`mrtr serve`, `mrtr proxy`)"),
+    Variable("MRTR_AUTH_RESOURCE", "auth", "resource", _url,
+             "this server's URL as clients reach it: the audience tokens must name"),
+    Variable("MRTR_AUTH_JWKS", "auth", "jwks", _url,
+             "the issuer's key set URL (default: its metadata's jwks_uri)"),
+    Variable("MRTR_AUTH_SCOPES", "auth", "scopes", _words,
+             "space-separated scopes every request's token must hold"),
 )  # fmt: skip
 
 _BY_NAME = {variable.name: variable for variable in VARIABLES}
@@ -370,6 +397,61 @@ def http_options(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     return options
 
 
+#: The command line's flag of each `MRTR_AUTH_*` field.
+AUTH_FLAGS = {"issuer": "--auth-issuer", "resource": "--auth-resource", "jwks": "--auth-jwks",
+              "scopes": "--auth-scope"}  # fmt: skip
+
+
+def auth_settings(environ: Mapping[str, str] | None = None, **given: Any) -> AuthSettings | None:
+    """The front-side authorization `MRTR_AUTH_*` (or `given`, the `--auth-*` flags' values
+    by field, which win) describe, or None when no issuer is named.
+
+    Callers must bring a JWT access token of `issuer` whose audience names `resource`,
+    verified against the issuer's keys (`jwks`, else its metadata's `jwks_uri`), holding every
+    one of `scopes`.
+    """
+    fields = {**_read(environ, "auth"), **{k: v for k, v in given.items() if v is not None}}
+    for name, value in given.items():
+        if isinstance(value, str):
+            fields[name] = _url(AUTH_FLAGS[name], value)
+    if "issuer" not in fields:
+        if fields:
+            named = ", ".join(_auth_name(name) for name in fields)
+            raise SettingsError(f"{named}: give the issuer too ({_auth_name('issuer')})")
+        return None
+    if "resource" not in fields:
+        raise SettingsError(
+            f"{_auth_name('issuer')} needs {_auth_name('resource')}: the URL clients reach "
+            "this server at (https://mcp.example.com/mcp), which their tokens must name as "
+            "their audience"
+        )
+    try:
+        from .server.auth.jwt_verifier import JWTVerifier
+    except ImportError:
+        raise SettingsError(
+            f'{_auth_name("issuer")} needs the JWT verifier: pip install "mrtr[auth]"'
+        ) from None
+    from .server.auth.settings import AuthSettings
+
+    scopes = list(fields.get("scopes") or ())
+    try:
+        verifier = JWTVerifier(fields["issuer"], fields["resource"], jwks_url=fields.get("jwks"))
+        return AuthSettings(
+            resource=fields["resource"],
+            authorization_servers=[fields["issuer"]],
+            verifier=verifier,
+            scopes_supported=scopes or None,
+            required_scopes=scopes,
+        )
+    except ValueError as exc:
+        raise SettingsError(f"{_auth_name('issuer')}: {exc}") from None
+
+
+def _auth_name(field: str) -> str:
+    variable = next(v.name for v in VARIABLES if v.target == "auth" and v.field == field)
+    return f"{AUTH_FLAGS[field]} ({variable})"
+
+
 def serve_transport(environ: Mapping[str, str] | None = None) -> str | None:
     """The transport `MRTR_TRANSPORT` names, or None."""
     return _read(environ, "serve").get("transport")
@@ -401,10 +483,12 @@ def configure_logging(level: str, stream: TextIO | None = None) -> None:
 
 
 __all__ = [
+    "AUTH_FLAGS",
     "LOG_LEVELS",
     "VARIABLES",
     "SettingsError",
     "Variable",
+    "auth_settings",
     "configure_logging",
     "http_options",
     "log_level",

@@ -329,6 +329,34 @@ def _serving_options(parser: argparse.ArgumentParser) -> None:
         help="with stdio, how long requests in flight at end of input get to finish and be "
         "answered before they are cancelled (default 10; 0 cancels them at once)",
     )
+    auth = parser.add_argument_group(
+        "callers' authorization (with --transport http; also MRTR_AUTH_* variables)",
+        "With --auth-issuer, every request needs a bearer token: a JWT access token of that "
+        "issuer naming --auth-resource as its audience; without one a caller gets 401 "
+        "pointing at this server's protected resource metadata.",
+    )
+    auth.add_argument(
+        "--auth-issuer",
+        metavar="URL",
+        help="the authorization server whose access tokens callers must bring",
+    )
+    auth.add_argument(
+        "--auth-resource",
+        metavar="URL",
+        help="this server's URL as clients reach it (https://mcp.example.com/mcp), which "
+        "tokens must name as their audience; needed with --auth-issuer",
+    )
+    auth.add_argument(
+        "--auth-jwks",
+        metavar="URL",
+        help="the issuer's signing keys (default: the jwks_uri of its metadata)",
+    )
+    auth.add_argument(
+        "--auth-scope",
+        action="append",
+        metavar="SCOPE",
+        help="a scope every request's token must hold; repeatable",
+    )
     limits = parser.add_argument_group("HTTP limits (with --transport http)")
     for flag, seconds, default, text in _HTTP_LIMITS:
         limits.add_argument(
@@ -371,13 +399,14 @@ def _serve(
 ) -> int:
     from ..settings import (
         SettingsError,
+        auth_settings,
         http_options,
         log_level,
         request_state_key,
         serve_transport,
         serve_workers,
     )
-    from .serve import TargetError, TargetImportError, WorkersError, serve
+    from .serve import AuthConflict, TargetError, TargetImportError, WorkersError, serve
 
     _check_port(parser, args.port)
     if args.workers is not None and args.workers < 1:
@@ -388,6 +417,16 @@ def _serve(
         from_env = http_options() if args.transport == "http" else {}
         request_state_key()  # a bad key or key file stops the command here, named
         workers = args.workers if args.workers is not None else serve_workers()
+        given = {  # `auth_settings`'s fields
+            "issuer": args.auth_issuer,
+            "resource": args.auth_resource,
+            "jwks": args.auth_jwks,
+            "scopes": args.auth_scope,
+        }
+        if args.transport != "http" and any(value is not None for value in given.values()):
+            parser.error("--auth-issuer, --auth-resource, --auth-jwks and --auth-scope apply "
+                         "to --transport http only")  # fmt: skip
+        auth = auth_settings(**given) if args.transport == "http" else None
     except SettingsError as exc:
         return _settings_error(command, exc)
     if args.transport == "stdio" and (args.host is not None or args.port is not None):
@@ -403,6 +442,11 @@ def _serve(
         stdio_options["eof_grace"] = args.eof_grace
     host = args.host if args.host is not None else from_env.pop("host", None)
     port = args.port if args.port is not None else from_env.pop("port", None)
+    if args.transport == "http":
+        refused = _unprotected(command, args, host, auth is not None)
+        if refused is not None:
+            print(refused, file=sys.stderr)
+            return 2
     from_env.pop("host", None)
     from_env.pop("port", None)
     limits = from_env  # flags win over MRTR_* variables
@@ -439,10 +483,21 @@ def _serve(
     try:
         # MRTR_WORKERS is for HTTP: on stdio (an MCP host spawning the server) it is moot.
         count = (workers or 1) if args.transport == "http" else 1
-        serve(args.target, args.transport, host, port, level, count, **limits, **stdio_options)
+        serve(
+            args.target,
+            args.transport,
+            host,
+            port,
+            level,
+            count,
+            auth=auth,
+            auth_flags={field: value for field, value in given.items() if value is not None},
+            **limits,
+            **stdio_options,
+        )
     except TargetError as exc:
         parser.error(str(exc))
-    except WorkersError as exc:
+    except (WorkersError, AuthConflict) as exc:
         print(f"mrtr {command}: {exc}", file=sys.stderr)
         return 2
     except TargetImportError as exc:
@@ -454,6 +509,38 @@ def _serve(
     except KeyboardInterrupt:
         return 0  # Ctrl-C is how a server is stopped: not a failure
     return 0
+
+
+def _unprotected(
+    command: str, args: argparse.Namespace, host: str | None, auth: bool
+) -> str | None:
+    """The refusal of a proxy listening beyond loopback with no front-side auth to a backend
+    reached with credentials (None: it may start); the warning when told to start anyway."""
+    from .proxy import is_loopback
+
+    exposes: list[str] = getattr(args, "exposes", [])
+    allowed = bool(getattr(args, "allow_unauthenticated", False))
+    if auth and allowed:
+        return (
+            f"mrtr {command}: --allow-unauthenticated and front-side auth (--auth-issuer or "
+            "MRTR_AUTH_ISSUER) contradict each other: give one"
+        )
+    if auth or not exposes or is_loopback(host or "127.0.0.1"):
+        return None
+    what = (
+        f"listening on {host}, beyond this machine, with no authorization in front, every "
+        f"caller that reaches it, without credentials, uses the backend as you: "
+        f"{'; '.join(exposes)}"
+    )
+    if allowed:
+        print(f"mrtr {command}: warning: {what} (--allow-unauthenticated)", file=sys.stderr)
+        return None
+    return (
+        f"mrtr {command}: refusing to start: {what}. Require callers' tokens with "
+        "--auth-issuer URL --auth-resource URL (or MRTR_AUTH_ISSUER and MRTR_AUTH_RESOURCE), "
+        "listen on loopback (--host 127.0.0.1) behind your own gateway, or pass "
+        "--allow-unauthenticated to start it anyway"
+    )
 
 
 def _proxy(parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str]) -> int:

@@ -3,17 +3,31 @@
 The serving options are `mrtr serve`'s (transport, address, limits, and the `MRTR_*`
 settings, auth included); these add the backend's: its headers and sign-in (a URL), how many
 backend sessions, and the bounds of the calls held between rounds.
+
+Rules:
+
+1. Whoever calls the proxy uses its backend with the proxy's credentials: its `--header`s,
+   credentials in its URL, its OAuth sign-in (saved tokens, or a sign-in when it answers
+   401), secret-looking arguments of its command and variables of the environment it
+   inherits (`exposures`). Over HTTP on an address beyond loopback (`is_loopback`: any of
+   127.0.0.0/8, ::1 and localhost are loopback), with such credentials and no front-side
+   auth (`--auth-issuer`), the proxy refuses to start, before it binds, saying what it would
+   expose and the ways out; `--allow-unauthenticated` starts it anyway, with a warning on
+   stderr saying the same.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
+import os
 import sys
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlsplit
 
+from .sign_in import DEFAULT_TOKEN_FILE, add_sign_in_options, oauth_from_args
 from .sign_in import OPTIONS as SIGN_IN_OPTIONS
-from .sign_in import add_sign_in_options, oauth_from_args
 
 if TYPE_CHECKING:
     from ..server.server import Server
@@ -38,6 +52,11 @@ URL is printed to stderr and opened in a browser, and the tokens are kept in
 proxy started by a host signs in when it starts: sign in from a terminal first (`mrtr call`,
 or this command) where the host cannot show the browser. An Authorization --header turns
 sign-in off.
+
+Whoever reaches the proxy uses the backend as you (your --header, your OAuth tokens, the
+credentials of its command). Over HTTP beyond loopback (--host other than 127.x.x.x, ::1 or
+localhost), with such credentials, the proxy refuses to start unless callers must bring
+tokens (--auth-issuer URL --auth-resource URL) or --allow-unauthenticated is given.
 
 examples:
   mrtr proxy -- npx -y @modelcontextprotocol/server-everything
@@ -96,6 +115,12 @@ def add_proxy_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="calls in flight at once per caller (its principal, else its address; default 10)",
     )
+    group.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        help="with http beyond loopback, start without front-side auth although every caller "
+        "then uses the backend's credentials (warned about on stderr)",
+    )
     add_sign_in_options(
         parser,
         "the backend's authorization (a URL backend answering 401: sign in through the "
@@ -137,6 +162,7 @@ def proxy_from_args(args: argparse.Namespace, command: list[str]) -> Server:
         target = BackendTarget(url=args.url, headers=headers or None, options=options)
     else:
         target = BackendTarget(command=command[0], args=tuple(command[1:]))
+    args.exposes = exposures(args, headers, command)
     backend = ProxyBackend(
         target,
         sessions=args.sessions,
@@ -146,6 +172,58 @@ def proxy_from_args(args: argparse.Namespace, command: list[str]) -> Server:
         session_wait=args.session_wait,
     )
     return proxy_server(backend, name=args.name)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether listening on `host` reaches this machine only (rule 1)."""
+    name = host.strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False  # a name may resolve to anything
+
+
+def exposures(args: argparse.Namespace, headers: dict[str, str], command: list[str]) -> list[str]:
+    """The credentials a caller of the proxy would use the backend with (rule 1), named
+    without their values."""
+    from ..proxy.incident import looks_secret
+
+    found: list[str] = []
+    words = [args.url] if args.url is not None else command
+    for word in words:
+        parts = urlsplit(word) if "://" in word else None
+        if parts is not None and parts.username is not None:
+            found.append("the user and password in the backend's URL")
+        if parts is not None:
+            secret = [
+                k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if looks_secret(k)
+            ]
+            if secret:
+                found.append(f"the URL's query parameters {', '.join(secret)}")
+    if args.url is not None:
+        found.extend(f"the --header {name}" for name in headers)
+        if "authorization" not in {name.lower() for name in headers}:
+            path = args.token_file or str(DEFAULT_TOKEN_FILE)
+            found.append(
+                f"your OAuth sign-in to the backend (the tokens kept in {path}, or a sign-in "
+                "when it answers 401)"
+            )
+        return found
+    flags = [
+        w.partition("=")[0]
+        for w in command[1:]
+        if w.startswith("-") and looks_secret(w.partition("=")[0])
+    ]
+    if flags:
+        found.append(f"the command's arguments {', '.join(dict.fromkeys(flags))}")
+    inherited = sorted(
+        name for name in os.environ if looks_secret(name) and not name.startswith("MRTR_")
+    )
+    if inherited:
+        found.append(f"the environment variables it inherits {', '.join(inherited)}")
+    return found
 
 
 def forward_backend_stderr() -> None:

@@ -16,6 +16,11 @@ The same factory serves under uvicorn's own command line, connection limits incl
     MRTR_TARGET=shop.py:server MRTR_REQUEST_STATE_KEY_FILE=/run/secrets/mrtr-key \
       uvicorn mrtr.cli.serve:make_app --factory --workers 4 --ws none \
       --http mrtr.transport.http_server:worker_protocol
+
+Over HTTP, `--auth-issuer` and `--auth-resource` (or `MRTR_AUTH_ISSUER` and
+`MRTR_AUTH_RESOURCE`, which worker processes read) require every caller's bearer token
+(`settings.auth_settings`): they set `ServerOptions.auth` of a server whose code sets none,
+and are refused beside one that does (which would win is a guess).
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..server.server import Server
 from ..settings import (
+    AUTH_FLAGS,
     VARIABLES,
+    auth_settings,
     configure_logging,
     http_options,
     log_level,
@@ -41,6 +48,7 @@ from ..settings import (
 from ..transport.http_limits import DEFAULT_DRAIN_TIMEOUT, DEFAULT_KEEP_ALIVE
 
 if TYPE_CHECKING:
+    from ..server.auth.settings import AuthSettings
     from ..transport.http_server import StreamableHTTPApp
 
 KEY_HOWTO = (
@@ -170,6 +178,27 @@ class WorkersError(Exception):
     """Several worker processes asked for without a shared key (a usage error: exit status 2)."""
 
 
+class AuthConflict(Exception):
+    """Front-side auth given for a server whose code sets its own (a usage error: status 2)."""
+
+
+def protect(server: Server, auth: AuthSettings) -> None:
+    """Require callers' tokens as `auth` says, in front of `server`, which sets no
+    `ServerOptions.auth` of its own (else `AuthConflict`)."""
+    from ..server.auth.principal import token_principal
+
+    options = server.options
+    if options.auth is not None:
+        raise AuthConflict(
+            f"the server {server.name!r} sets ServerOptions.auth in its code, and the "
+            "command line (--auth-*) or MRTR_AUTH_* names other authorization: keep one"
+        )
+    # What `ServerOptions` does with `auth` when built with it: states bind to the token.
+    options.auth = auth
+    if options.principal is None:
+        options.principal = token_principal
+
+
 def seals_with_ephemeral_key(server: Server) -> bool:
     """Whether `server` seals request states with a random per-process key (none configured)."""
     return server.seals_with_random_key
@@ -182,6 +211,9 @@ def serve(
     port: int | None,
     log_level: str = "warning",
     workers: int = 1,
+    *,
+    auth: AuthSettings | None = None,
+    auth_flags: dict[str, Any] | None = None,
     **http_options: Any,
 ) -> None:
     """Load `target` (or take the `Server` given) and serve it until stopped (stdio: until
@@ -191,10 +223,14 @@ def serve(
     stdio). `http_options` go to `serve_http` (its limits: `header_timeout=`,
     `max_connections=`...); with stdio, its one option `eof_grace=` goes to `serve_stdio`.
     `workers` above 1 (HTTP only) runs that many uvicorn worker processes; it raises
-    `WorkersError` when the server has no configured key.
+    `WorkersError` when the server has no configured key. `auth` (HTTP only) requires callers'
+    tokens (`protect`); `auth_flags`, the `--auth-*` values it was read from by
+    `auth_settings` field, are handed down to worker processes.
     """
     configure_logging(log_level)
     server = target if isinstance(target, Server) else load_server(target)
+    if auth is not None and transport == "http":
+        protect(server, auth)
     if workers > 1 and seals_with_ephemeral_key(server):
         raise WorkersError(
             f"--workers {workers} needs a request-state key shared by every worker (a round "
@@ -214,7 +250,7 @@ def serve(
             flush=True,
         )
         if workers > 1 and isinstance(target, str):
-            _run_workers(target, host, port, workers, log_level, http_options)
+            _run_workers(target, host, port, workers, log_level, http_options, auth_flags or {})
         else:
             server.run(transport="http", host=host, port=port, **http_options)
     else:
@@ -224,7 +260,13 @@ def serve(
 
 
 def _run_workers(
-    target: str, host: str, port: int, workers: int, level: str, options: dict[str, Any]
+    target: str,
+    host: str,
+    port: int,
+    workers: int,
+    level: str,
+    options: dict[str, Any],
+    auth_flags: dict[str, Any],
 ) -> None:
     import uvicorn
 
@@ -240,6 +282,10 @@ def _run_workers(
         if name in by_field:
             text = " ".join(value) if isinstance(value, list | tuple) else str(value)
             os.environ[by_field[name]] = text
+    by_auth = {v.field: v.name for v in VARIABLES if v.target == "auth"}
+    for field, value in auth_flags.items():
+        if field in AUTH_FLAGS:
+            os.environ[by_auth[field]] = " ".join(value) if isinstance(value, list) else value
     uvicorn.run(
         "mrtr.cli.serve:make_app",
         factory=True,
@@ -269,6 +315,9 @@ def make_app() -> StreamableHTTPApp:
             "MRTR_TARGET is not set: name the server to serve (MODULE:ATTR or FILE.py:ATTR)"
         )
     server = load_server(target)
+    auth = auth_settings()
+    if auth is not None:
+        protect(server, auth)
     options = http_options()
     options.pop("host", None)
     options.pop("port", None)
@@ -280,11 +329,13 @@ def make_app() -> StreamableHTTPApp:
 
 __all__ = [
     "KEY_HOWTO",
+    "AuthConflict",
     "TargetError",
     "TargetImportError",
     "WorkersError",
     "load_server",
     "make_app",
+    "protect",
     "seals_with_ephemeral_key",
     "serve",
     "split_target",

@@ -24,10 +24,16 @@ Rules:
    again before a request is sent, so that request does not fail. Reopening after a failure
    waits a backoff that doubles from `BACKOFF_START` up to `BACKOFF_MAX` seconds, and starts
    over once a session has lived `BACKOFF_RESET` seconds.
-3. A request in flight when its session fails gets `McpError(INTERNAL_ERROR)` naming the
-   backend and what happened; it is not sent again. A tool call's error says
-   `data.mayHaveRun` true and does not advise calling again (it may have had its effect); a
-   list, read or prompt's says to call again.
+3. A request in flight when its session fails gets `McpError(INTERNAL_ERROR)` saying the
+   backend failed; it is not sent again. A tool call's error says `data.mayHaveRun` true and
+   does not advise calling again (it may have had its effect); a list, read or prompt's says
+   to call again. So does an error of the backend's connection raised on this side (a
+   timeout, an HTTP status, a failed sign-in: `CONNECTION_ERRORS`), without closing the
+   session.
+4. A caller is told of a backend failure as an incident (`incident.py`): a short id and the
+   backend's neutral name, never its command or URL; the details, redacted, are in the log
+   under that id. `describe()` names a backend for the log and the operator, its secrets
+   redacted.
 """
 
 from __future__ import annotations
@@ -43,7 +49,18 @@ from typing import Any
 
 from ..client.client import Client
 from ..client.options import ClientOptions
-from ..protocol.errors import CONNECTION_CLOSED, INTERNAL_ERROR, McpError
+from ..protocol.errors import (
+    AUTHORIZATION_FAILED,
+    CONNECTION_CLOSED,
+    HTTP_ERROR,
+    INTERNAL_ERROR,
+    PROTOCOL_VIOLATION,
+    REQUEST_TIMEOUT,
+    RESPONSE_TOO_LARGE,
+    SESSION_EXPIRED,
+    McpError,
+)
+from .incident import Incidents, redact
 
 logger = logging.getLogger("mrtr.proxy")
 
@@ -53,6 +70,20 @@ BACKOFF_START = 0.25
 BACKOFF_MAX = 30.0
 #: A session that lived this long resets the backoff.
 BACKOFF_RESET = 30.0
+
+#: The codes of a backend connection's own failures, raised by its client on this side: their
+#: messages name the backend's URL or command, so a caller hears of them as incidents.
+CONNECTION_ERRORS = frozenset(
+    {
+        AUTHORIZATION_FAILED,
+        CONNECTION_CLOSED,
+        HTTP_ERROR,
+        PROTOCOL_VIOLATION,
+        REQUEST_TIMEOUT,
+        RESPONSE_TOO_LARGE,
+        SESSION_EXPIRED,
+    }
+)
 
 #: Builds the `Client` of one backend session (handlers given as keyword arguments).
 ClientFactory = Callable[..., Client]
@@ -90,10 +121,10 @@ class BackendTarget:
         return cls(command=words[0], args=tuple(words[1:]))
 
     def describe(self) -> str:
-        """The backend as a person would name it."""
+        """The backend as a person would name it, its secrets redacted (`incident.redact`)."""
         if self.url is not None:
-            return self.url
-        return shlex.join([self.command or "", *self.args])
+            return redact(self.url)
+        return redact(shlex.join([self.command or "", *self.args]))
 
     def client(self, **handlers: Any) -> Client:
         """A new, unconnected `Client` for one session of this backend."""
@@ -124,25 +155,26 @@ class ClientTarget:
         self._handed = False
 
     def describe(self) -> str:
-        """The backend as a person would name it: the client's URL or command."""
+        """The backend as a person would name it: the client's URL or command, its secrets
+        redacted (`incident.redact`)."""
         transport = self.given.transport
         url, command = getattr(transport, "url", None), getattr(transport, "command", None)
         if url is not None:
-            return str(url)
+            return redact(str(url))
         if isinstance(command, str):
-            return shlex.join([command, *getattr(transport, "args", ())])
+            return redact(shlex.join([command, *getattr(transport, "args", ())]))
         return f"the server of {type(transport).__name__}"
 
     def client(self, **handlers: Any) -> Client:
         """The given client, its handlers the proxy's, while it is not closed (see the
         class)."""
         if self._handed and not self.given.connected:
+            # The caller hears of it as an incident (`BackendSession.client`), this in the log.
             raise McpError(
                 INTERNAL_ERROR,
-                f"the client to {self.describe()} is closed (its connection failed, or the "
-                "server it served stopped), and a client made elsewhere is not opened again: "
-                "give a new Client, or a ProxyBackend of a command or URL, which reopens",
-                {"backend": self.describe()},
+                "its client is closed (its connection failed, or the server it served "
+                "stopped), and a client made elsewhere is not opened again: give a new Client, "
+                "or a ProxyBackend of a command or URL, which reopens",
             )
         self._handed = True
         client = self.given
@@ -162,8 +194,10 @@ class BackendSession:
     """One session with the backend, opened when first used and reopened after a failure
     (module rules 2 and 3)."""
 
-    def __init__(self, target: Target, backoff: Backoff) -> None:
+    def __init__(self, target: Target, backoff: Backoff, incidents: Incidents) -> None:
         self.target = target
+        #: How its failures are told (rule 4).
+        self.incidents = incidents
         #: The `Client` keyword arguments of its questions, logs and so on.
         self.handlers: dict[str, Any] = {}
         #: What the `tools/call` holding the lease does with the backend's questions, logs
@@ -197,7 +231,10 @@ class BackendSession:
             if self._client is not None:
                 return self._client
             await self._backoff.wait()
-            client = self.target.client(**self.handlers)
+            try:
+                client = self.target.client(**self.handlers)
+            except McpError as exc:
+                raise self._unreachable(exc.message) from None
             try:
                 await client.connect()
                 if client.era is None:
@@ -206,11 +243,8 @@ class BackendSession:
                 self._backoff.failed()
                 with contextlib.suppress(Exception):
                     await client.close()
-                why = exc.message if isinstance(exc, McpError) else str(exc)
-                raise McpError(
-                    INTERNAL_ERROR,
-                    f"the proxy could not reach its backend {self.target.describe()}: {why}",
-                    {"backend": self.target.describe()},
+                raise self._unreachable(
+                    exc.message if isinstance(exc, McpError) else str(exc)
                 ) from None
             self._client = client
             self._opened_at = time.monotonic()
@@ -225,9 +259,10 @@ class BackendSession:
         try:
             return await call(client)
         except McpError as exc:
-            if exc.code != CONNECTION_CLOSED:
-                raise
-            await self.drop(client)
+            if exc.code not in CONNECTION_ERRORS:
+                raise  # the backend's own answer, or the proxy's
+            if exc.code == CONNECTION_CLOSED:
+                await self.drop(client)
             raise self._failure(exc, effect) from None
         finally:
             self.in_flight -= 1
@@ -253,20 +288,28 @@ class BackendSession:
             with contextlib.suppress(Exception):
                 await client.close()
 
+    def _unreachable(self, why: str) -> McpError:
+        return self.incidents.failure(
+            "the proxy could not reach its backend {backend}",
+            why,
+            "the proxy could not reach {backend}",
+        )
+
     def _failure(self, exc: McpError, effect: bool) -> McpError:
+        closed = exc.code == CONNECTION_CLOSED
+        again = "the proxy restarts it; " if closed else ""
         if effect:
-            return McpError(
-                INTERNAL_ERROR,
-                f"the proxy's backend {self.target.describe()} failed during the call: "
-                f"{exc.message} (the proxy restarts it; the call may have had its effect: "
-                "check before calling again)",
-                {"backend": self.target.describe(), "mayHaveRun": True},
+            return self.incidents.failure(
+                "the proxy's backend {backend} failed during a tool call",
+                exc.message,
+                f"{{backend}} failed during the call ({again}the call may have had its "
+                "effect: check before calling again)",
+                mayHaveRun=True,
             )
-        return McpError(
-            INTERNAL_ERROR,
-            f"the proxy's backend {self.target.describe()} failed: {exc.message} "
-            "(the proxy restarts it; call again)",
-            {"backend": self.target.describe()},
+        return self.incidents.failure(
+            "the proxy's backend {backend} failed",
+            exc.message,
+            f"{{backend}} failed ({again}call again)",
         )
 
 
@@ -320,6 +363,8 @@ class BackendPool:
             )
         self.target = target
         self._backoff = Backoff()
+        #: How the backend's failures are told, by every session (rule 4).
+        self.incidents = Incidents(target.describe())
         self._make_handlers = make_handlers
         self._size = sessions
         self.session_wait = session_wait
@@ -329,7 +374,7 @@ class BackendPool:
         self._free = asyncio.Condition()
 
     def _open(self) -> BackendSession:
-        session = BackendSession(self.target, self._backoff)
+        session = BackendSession(self.target, self._backoff, self.incidents)
         # The handlers know their session, to find the call that holds it.
         session.handlers = dict(self._make_handlers(session))
         return session

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from ..protocol.errors import McpError
+from .incident import redact
 from .proxy import ProxyBackend
 
 logger = logging.getLogger("mrtr.proxy")
@@ -66,7 +67,9 @@ async def follow(
         except asyncio.CancelledError:
             raise
         except (McpError, OSError) as exc:
-            logger.warning("watching the backend's changes failed (%s); starting again", exc)
+            logger.warning(
+                "watching the backend's changes failed (%s); starting again", redact(str(exc))
+            )
             await asyncio.sleep(1.0)
 
 

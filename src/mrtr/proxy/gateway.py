@@ -60,4 +60,5 @@ async def _identify(server: Server, backend: ProxyBackend, name: str | None) -> 
     info = info or server.info
     if name is not None:
         info = info.model_copy(update={"name": name})
+        backend.pool.incidents.name = name  # a caller never hears the name it replaces
     server.identify(info, instructions if instructions is not None else server.instructions)

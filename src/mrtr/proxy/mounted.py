@@ -37,6 +37,7 @@ from ..protocol.errors import METHOD_NOT_FOUND, McpError
 from ..server.endpoint import LifespanError
 from ..server.mount import KINDS, Mountable
 from .follow import follow
+from .incident import BackendIncident
 from .proxy import LISTS, ProxyBackend
 from .relay import Relay
 
@@ -98,7 +99,9 @@ class MountedBackend:
                     await self._opened()
                 await self._read(tuple(LISTS))
             except McpError as exc:  # the outer server does not start, and says why
-                raise LifespanError(f"the backend did not start: {exc.message}") from exc
+                # To the operator: the backend as configured, redacted (incident.py).
+                why = exc.detail if isinstance(exc, BackendIncident) else exc.message
+                raise LifespanError(f"the backend did not start: {why}") from exc
             watch = asyncio.ensure_future(
                 follow(
                     backend,

@@ -139,6 +139,8 @@ class ProxyBackend:
             told = Implementation.model_validate(info) if isinstance(info, dict) else None
         except pydantic.ValidationError:
             told = None  # an identity that is no `Implementation` is not passed on
+        if told is not None:
+            self.pool.incidents.name = told.name  # how its failures name it to callers
         return told, instructions if isinstance(instructions, str) else None
 
     async def close(self) -> None:
