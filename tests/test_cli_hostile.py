@@ -202,19 +202,19 @@ def test_a_runaway_pattern_neither_freezes_the_command_nor_its_ctrl_c(pane: Pane
     pane.type("a" * 24)  # takes Python's re hours against this pattern
     time.sleep(0.3)
     pane.tmux("send-keys", "-t", "t", "C-c")
-    started = time.monotonic()
-    screen = pane.wait_for("[exit ", seconds=8)
-    assert time.monotonic() - started < 8
+    # Before, the match held the terminal for hours and Ctrl-C with it: a generous bound,
+    # for a loaded machine, still tells the two apart.
+    screen = pane.wait_for("[exit ", seconds=30)
     # Interrupted (130), or the answer was let through once the pattern ran out of time.
     assert "[exit 130]" in screen or "redos accept" in screen
 
 
 def test_a_runaway_pattern_lets_the_answer_through_in_bounded_time() -> None:
-    started = time.monotonic()
-    done = run_cli(*mrtr_call("redos"), stdin="a\n" + "a" * 24 + "\n", timeout=20)
+    # The match takes Python's re hours against this answer: the command ending at all, within
+    # a bound generous enough for a loaded machine, is what is checked.
+    done = run_cli(*mrtr_call("redos"), stdin="a\n" + "a" * 24 + "\n", timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "redos accept: " + "a" * 24
-    assert time.monotonic() - started < 15
 
 
 # --- 6: a result nested 1000 deep ---------------------------------------------------------------
