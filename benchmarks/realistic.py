@@ -274,6 +274,19 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(15)
 
 
+def _spawn(argv: Sequence[str], log: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=ROOT,
+            env={**os.environ, **env},
+            start_new_session=True,  # a group of its own, so that its workers stop with it
+        )
+
+
 @asynccontextmanager
 async def started(
     name: str, argv: Sequence[str], url: str, env: Mapping[str, str] | None = None
@@ -281,17 +294,7 @@ async def started(
     """Run `argv` in a process group of its own for the block (its output to a log file in
     `CACHE`, shown if it fails to start)."""
     CACHE.mkdir(parents=True, exist_ok=True)
-    log = CACHE / f"{name.replace('/', '-')}.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            argv,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=ROOT,
-            env={**os.environ, **(env or {})},
-            start_new_session=True,
-        )
+    proc = _spawn(argv, CACHE / f"{name.replace('/', '-')}.log", env or {})
     try:
         yield Running(name, proc, url)
     finally:
@@ -310,13 +313,15 @@ async def wait_listening(running: Running, port: int) -> None:
             return
         except OSError:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{running.name} did not listen in {START_TIMEOUT:g} s") from None
+                raise RuntimeError(
+                    f"{running.name} did not listen in {START_TIMEOUT:g} s"
+                ) from None
             await asyncio.sleep(0.05)
 
 
 @asynccontextmanager
-async def redis_server() -> AsyncIterator[str]:
-    """A throwaway `redis-server` on a free loopback port, nothing persisted; its URL."""
+async def redis_server() -> AsyncIterator[Running]:
+    """A throwaway `redis-server` on a free loopback port, nothing persisted."""
     binary = shutil.which("redis-server")
     if binary is None:
         raise SystemExit("needs redis-server (Debian: apt-get install redis-server)")
@@ -324,16 +329,17 @@ async def redis_server() -> AsyncIterator[str]:
     argv = [binary, "--port", str(port), "--bind", LOOPBACK, "--save", "", "--appendonly", "no"]
     async with started("redis", argv, f"redis://{LOOPBACK}:{port}") as running:
         await wait_listening(running, port)
-        yield running.url
+        yield running
 
 
 @asynccontextmanager
-async def upstream_server(delay_ms: float) -> AsyncIterator[str]:
+async def upstream_server(delay_ms: float) -> AsyncIterator[Running]:
+    """The upstream API (`realistic_upstream.py`) on a free loopback port."""
     port = free_port()
     argv = [sys.executable, str(HERE / "realistic_upstream.py"), str(port), f"{delay_ms:g}"]
     async with started("upstream", argv, f"http://{LOOPBACK}:{port}") as running:
         await wait_listening(running, port)
-        yield running.url
+        yield running
 
 
 def server_argv(server: str, workers: int, port: int, python: Mapping[str, Path]) -> list[str]:
@@ -580,13 +586,22 @@ class Outcome:
 
     tally: Tally | None = None
     na: str = ""
+    pids: list[int] = field(default_factory=list)
+    """The server's processes (supervisor and workers), as they were at the end."""
 
 
-async def measure(s: Settings, rows: Sequence[Row], python: Mapping[str, Path]) -> dict[Row, Outcome]:
+async def measure(
+    s: Settings, rows: Sequence[Row], python: Mapping[str, Path], helpers: dict[str, int]
+) -> dict[Row, Outcome]:
+    """Start Redis, the upstream and every server the rows need; probe each row, warm the
+    measured ones up, then run them alternating. `helpers` gets Redis's and the upstream's
+    pids."""
     outcomes: dict[Row, Outcome] = {}
     async with AsyncExitStack() as stack:
-        redis = await stack.enter_async_context(redis_server())
-        upstream = await stack.enter_async_context(upstream_server(s.upstream_ms))
+        redis_proc = await stack.enter_async_context(redis_server())
+        upstream_proc = await stack.enter_async_context(upstream_server(s.upstream_ms))
+        redis, upstream = redis_proc.url, upstream_proc.url
+        helpers["redis"], helpers["upstream"] = redis_proc.proc.pid, upstream_proc.proc.pid
         groups: dict[tuple[str, int], Running] = {}
         for server, workers in dict.fromkeys((r.server, r.workers) for r in rows):
             port = free_port()
@@ -639,6 +654,8 @@ async def measure(s: Settings, rows: Sequence[Row], python: Mapping[str, Path]) 
                 tally.rss = max(tally.rss, run.rss)
                 tally.latencies += run.latencies
                 tally.first_error = tally.first_error or run.first_error
+        for row, outcome in outcomes.items():
+            outcome.pids = groups[row.server, row.workers].pids
     return outcomes
 
 
@@ -664,7 +681,8 @@ async def _until_answering(running: Running, era: Era) -> None:
 
 def format_table(outcomes: Mapping[Row, Outcome], s: Settings) -> str:
     header = [
-        "server", "era", "workers", "sessions/s", "calls/s", "calls/s/core", "p50 ms", "p99 ms",
+        "server", "era", "workers", "sessions/s", "sessions/s/core", "calls/s", "calls/s/core",
+        "p50 ms", "p99 ms",
         "CPU us/call", "server cores", "RSS MiB", "gen cores", "errors",
     ]  # fmt: skip
     table = [header]
@@ -678,6 +696,7 @@ def format_table(outcomes: Mapping[Row, Outcome], s: Settings) -> str:
             t = outcome.tally.summary()
             cells += [
                 f"{t['sessions_per_s']:,.0f}",
+                f"{t['sessions_per_server_core_s']:,.0f}",
                 f"{t['calls_per_s']:,.0f}",
                 f"{t['calls_per_server_core_s']:,.0f}",
                 f"{t['p50_s'] * 1e3:.1f}",
@@ -696,13 +715,17 @@ def format_table(outcomes: Mapping[Row, Outcome], s: Settings) -> str:
         "",
     ]
     lines += [
-        "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        "  ".join(
+            c.ljust(w) if i < 2 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
         for r in table
     ]
     lines += [
         "",
-        "calls/s/core: calls per second of server CPU (all its processes); server cores: its CPU",
-        "over wall time; gen cores: the load generator's; RSS: all the server's processes",
+        "/core: per second of server CPU (all its processes: what one core of server sustains);",
+        "p50/p99: one tools/call's latency; server cores: its CPU over wall time; gen cores: the",
+        "load generator's; RSS: all the server's processes; a modern session is its calls alone",
         *notes,
     ]
     return "\n".join(lines)
@@ -743,7 +766,8 @@ def main() -> int:
 
     info = machine()
     started_at = time.perf_counter()
-    outcomes = uvloop.run(measure(s, rows, python))
+    helpers: dict[str, int] = {}
+    outcomes = uvloop.run(measure(s, rows, python, helpers))
     info["wall_s"] = round(time.perf_counter() - started_at, 1)
     info["loadavg_end"] = os.getloadavg()
     info["peers"] = {k: peer_requirement(v) for k, v in peer_names().items()}
@@ -758,12 +782,21 @@ def main() -> int:
             "machine": info,
             "settings": asdict(s),
             "rows": {
-                row.name: (o.tally.summary() if o.tally else {"na": o.na})
+                row.name: {
+                    **asdict(row),
+                    **(o.tally.summary() if o.tally else {"na": o.na}),
+                    "pids": o.pids,
+                }
                 for row, o in outcomes.items()
             },
+            "helper_pids": helpers,
         }
         Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
-    failed = [(r, o.tally) for r, o in outcomes.items() if o.tally and (o.tally.errors or not o.tally.calls)]
+    failed = [
+        (r, o.tally)
+        for r, o in outcomes.items()
+        if o.tally and (o.tally.errors or not o.tally.calls)
+    ]
     for row, tally in failed:
         print(
             f"FAILED {row.name}: {tally.calls} calls answered, {tally.errors} errors; "
