@@ -29,7 +29,8 @@ request-state key and, for legacy sessions, the shared store its deployment guid
 `uvicorn.run(..., workers=2)`, as their docs run several workers. Their legacy sessions live
 in one worker's memory, so with 2 workers the row is n/a; the script shows why by sending one
 session's calls on fresh connections and counting the answers that do not know the session.
-A modern row of a server that does not answer a 2026-07-28 call correctly is n/a too.
+A modern row of a server that refuses a 2026-07-28 call (a non-2xx or a JSON-RPC error) is
+n/a too; a wrong answer is an error, never an n/a.
 
 Per row: sessions/s and calls/s (wall), calls/s per server core (calls / server CPU seconds:
 what one core of server would sustain), p50/p99 of the calls' latency, server CPU per call
@@ -39,7 +40,7 @@ generator's own share of a core. Every row gets a warm-up run, then `--rounds` r
 `--seconds`, the rows alternating. A wrong answer, a non-2xx or a socket error counts as an
 error and fails the run once the table is printed.
 
-    python benchmarks/realistic.py                 # about 4 minutes on 2 cores
+    python benchmarks/realistic.py                 # about 3 minutes on 2 cores
     python benchmarks/realistic.py --quick         # a few seconds per row: checks everything
     python benchmarks/realistic.py --json out.json
 
@@ -543,7 +544,9 @@ async def drive(url: str, era: Era, s: Settings, seconds: float, pids: list[int]
 
 
 async def probe_modern(url: str) -> str | None:
-    """None when the server answers a 2026-07-28 call of each tool right; else what it said."""
+    """What the server said when it refused a 2026-07-28 call (a non-2xx, or a JSON-RPC
+    error), or None when it serves one. A wrong answer is not a refusal: that row is measured,
+    and its errors fail the run."""
     import aiohttp
 
     async with aiohttp.ClientSession() as http:
@@ -551,8 +554,11 @@ async def probe_modern(url: str) -> str | None:
         try:
             for n in range(2):
                 await driver.call(None, n)
-        except (BadAnswer, aiohttp.ClientError) as exc:
+        except aiohttp.ClientError as exc:
             return str(exc)
+        except BadAnswer as exc:
+            if str(exc).startswith("HTTP ") or '"error":' in str(exc):
+                return str(exc)
     return None
 
 
