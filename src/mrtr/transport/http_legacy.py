@@ -83,6 +83,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..protocol import jsonrpc
+from ..protocol.era import classify
 from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, McpError
 from ..server.session import LegacySession, SessionRecords, session_digest
 from ..stepping import start_task
@@ -235,7 +236,8 @@ class LegacySessions:
         session.admission = self.records or self.store
         shared = self.shared
         channel = SessionChannel(session, self.buffer_bytes, first_stream=self._first_stream)
-        response = await self.server.handle_request(message, None, scope, session)
+        # Sent here because its era opens a session (`StreamableHTTPApp` classified it).
+        response = await self.server.handle_request(message, None, scope, session, "opens-session")
         if "error" in response:
             # Without the legacy shim the refusal is the 2026-07-28 one (-32022, 400).
             serves = self.server.serves_legacy
@@ -439,10 +441,11 @@ class LegacySessions:
                 # own stream. Notifications about this request have nowhere to go.
                 standalone.add(orjson.dumps(outgoing))
 
+        era = classify(message, True)  # once per request of a session (`protocol/era.py`)
         try:
             if shared is not None and message["method"] in SESSION_CHANGES:
                 handle = functools.partial(
-                    self.server.handle_request, message, notify, scope, channel.session
+                    self.server.handle_request, message, notify, scope, channel.session, era
                 )
                 try:
                     changed = await shared.change(channel, handle)
@@ -450,7 +453,9 @@ class LegacySessions:
                     changed = jsonrpc.error_response(message["id"], exc)
                 response = changed if changed is not None else {}
             else:
-                response = await self.server.handle_request(message, notify, scope, channel.session)
+                response = await self.server.handle_request(
+                    message, notify, scope, channel.session, era
+                )
         except asyncio.CancelledError:
             stream.finish()  # cancelled: no response (the client said so, or the session ended)
             raise
