@@ -2,7 +2,8 @@
 
 One endpoint serves both protocol eras, told apart by how the client opens: a POST carrying
 `Mcp-Session-Id`, a `GET`/`DELETE` carrying it, or a POST of `initialize` whose params carry no
-modern `_meta` protocol version (whatever its headers) is a legacy (2025-11-25 and earlier)
+modern `_meta` protocol version (whatever its headers; `protocol/era.classify`, called once
+here, or by `http_legacy.py` for a session's requests) is a legacy (2025-11-25 and earlier)
 client, served with sessions by `http_legacy.py`; everything else is 2026-07-28, served
 statelessly as below. (Without the legacy shim, `InputRequiredConfig.legacy_shim`, such an
 `initialize` is answered 400 with -32022 naming the versions served, and a session id is

@@ -17,9 +17,11 @@ stays on the stateless path. Rules:
    negotiated version, the spec's "other way to identify the version" (it would otherwise
    assume 2025-03-26).
 3. A POSTed request runs as a task of its session (at most `MAX_SESSION_REQUESTS` at once, each
-   id unique among those running). It is answered with JSON, unless a notification or a
-   server request (`elicitation/create`...) goes out first: then with an SSE stream whose
-   events all carry ids, opened by a priming event with `retry`. Every JSON-RPC answer goes
+   id unique among those running), its era decided once here (`protocol/era.classify`: one
+   whose `_meta` names a served version is served statelessly, beside the session). It is
+   answered with JSON, unless a notification or a server request (`elicitation/create`...)
+   goes out first: then with an SSE stream whose events all carry ids, opened by a priming
+   event with `retry`. Every JSON-RPC answer goes
    out with 200, errors included (`LEGACY_ERROR_STATUS`): legacy clients take a 4xx for the
    session failing, so 4xx is kept for what the transport refuses. A dropped connection does not
    cancel the request (the client sends `notifications/cancelled` for that): its events are

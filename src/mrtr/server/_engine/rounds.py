@@ -12,7 +12,8 @@ and a manual-style `InputRequiredResult` is driven here on the client's behalf: 
 requests are asked live and the handler is called again with `ctx.input_responses` and its
 own `ctx.request_state` (kept in memory), up to `max_rounds` times. Each wait for the client
 is bounded by `round_timeout`, and the whole request by `round_timeout * max_rounds` (what a
-modern flow of that many rounds may take).
+modern flow of that many rounds may take). A run of either era is the same one call
+(`_run`, under `RoundKeeper.run`, whose deadline is armed only once the run waits).
 """
 
 from __future__ import annotations
