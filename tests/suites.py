@@ -29,6 +29,7 @@ UNIT = frozenset(
         "test_engine_fast_path.py",
         "test_engine_layer.py",
         "test_era.py",
+        "test_era_classify.py",
         "test_flow_every_transport.py",
         "test_flow_fast_path.py",
         "test_http_fast_path.py",

@@ -135,14 +135,8 @@ class Deadline:
         seconds = self._seconds
         when = self.when = loop.time() + seconds
         if seconds >= COARSE_AFTER:
-            # `_watchdog` and `_Watchdog.add` written out: this runs on every round.
-            last = _last
-            dog = last[1] if last is not None and last[0]() is loop else _watchdog(loop)
-            self._timer = dog
-            dog.live[self] = None
-            if not dog.ticking:
-                dog.ticking = True
-                loop.call_later(TICK, dog.tick)
+            dog = self._timer = _watchdog(loop)
+            dog.add(self, loop)
         else:
             self._timer = loop.call_at(when, self.expire)
         return self

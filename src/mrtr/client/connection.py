@@ -212,7 +212,7 @@ class Connection:
             self.protocol_version = retry  # later requests start from what worked
         return response, retry
 
-    async def send(
+    def send(
         self,
         method: str,
         body: dict[str, Any],
@@ -220,18 +220,18 @@ class Connection:
         limit: float,
         request_id: jsonrpc.RequestId | None = None,
         version: str | None = None,
-    ) -> dict[str, Any]:
-        """Send one request in the era's shape (settling the era first when it is unknown)
-        and return the raw response; `version` overrides the modern protocol version."""
+    ) -> Awaitable[dict[str, Any]]:
+        """Send one request in the era's shape (settling the era first when it is unknown):
+        the raw response, to await; `version` overrides the modern protocol version. A call,
+        not a coroutine: every round of every flow passes here."""
         era = self.era
-        if era is MODERN:  # the hot path first: `_send_modern` without its await
-            message = self.modern_request(method, body, meta, request_id, version)
-            return await self.exchange(message, method, limit)
+        if era is MODERN:
+            return self._send_modern(method, body, meta, limit, request_id, version)
         if era is None:
-            return await self._first_exchange(method, body, meta, limit, request_id, version)
-        return await self.send_legacy(method, body, meta, limit)
+            return self._first_exchange(method, body, meta, limit, request_id, version)
+        return self.send_legacy(method, body, meta, limit)
 
-    async def _send_modern(
+    def _send_modern(
         self,
         method: str,
         body: dict[str, Any],
@@ -239,9 +239,9 @@ class Connection:
         limit: float,
         request_id: jsonrpc.RequestId | None,
         version: str | None,
-    ) -> dict[str, Any]:
+    ) -> Awaitable[dict[str, Any]]:
         message = self.modern_request(method, body, meta, request_id, version)
-        return await self.exchange(message, method, limit)
+        return self.exchange(message, method, limit)
 
     def modern_request(
         self,

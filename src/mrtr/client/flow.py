@@ -27,8 +27,7 @@ from ..protocol.errors import (
     McpError,
 )
 from ..protocol.tasks import RESULT_TYPE_TASK
-from .connection import Connection, no_response
-from .era import MODERN
+from .connection import Connection
 from .input_handlers import InputHandlers
 from .options import RoundInfo
 from .results import parse_result, result_of
@@ -107,22 +106,7 @@ class Flows:
                     if state is not None:
                         params["requestState"] = state
                     started = time.perf_counter()
-                    if connection.era is MODERN:
-                        # `_send` and `_exchange` written out: two awaits less on every round.
-                        message = connection.modern_request(method, params, meta, None, version)
-                        within = connection.within()
-                        try:
-                            if within is not None:
-                                response = await within(message, limit)
-                            elif limit > 0:
-                                with Deadline(limit):
-                                    response = await connection.transport.request(message)
-                            else:
-                                response = await connection.transport.request(message)
-                        except TimeoutError:
-                            raise no_response(method, limit) from None
-                    else:
-                        response = await connection.send(method, params, meta, limit, None, version)
+                    response = await connection.send(method, params, meta, limit, None, version)
                     if "error" in response:
                         response, version = await connection.retry_version(
                             method, params, meta, limit, version, response

@@ -3,25 +3,28 @@ the message, no I/O.
 
 Rules:
 
-1. A request is of the modern era (2026-07-28, stateless) when its `_meta` names a served
-   protocol version (`is_modern`). Any other request that comes on a legacy session (one an
-   `initialize` opened) is of that session's era. Without a session, every request is modern,
-   and its `_meta` is checked as such (rule 3).
+1. The era of a request is decided once, by `classify`, called by the transport that decodes
+   the message, which hands the answer on (`Server.handle_request`'s `era`). A request that
+   comes on a legacy session (one an `initialize` opened) is of that session's era
+   (`"legacy"`), unless its `_meta` names a served modern protocol version (`is_modern`):
+   then it is `"modern"`, served statelessly beside the session. Outside a session, an
+   `initialize` whose `_meta` names no protocol version at all is a legacy client's handshake
+   (`"opens-session"`: it opens a session where legacy clients are served); every other
+   request is `"modern"`, and its `_meta` is checked as such (rule 3). `declares_modern` is
+   that test: a `_meta` that names a protocol version, served or not, is a modern client's,
+   to be answered in the modern era's terms.
 2. `initialize` outside a legacy session is refused (`initialize_refused`): -32601 when the
    request is itself modern (a removed method), else -32022 naming the versions served.
 3. A modern request's `_meta` carries the protocol version (a served one: -32022 otherwise)
    and the client's capabilities (an object); a log level and a progress token are optional
-   and must be valid. A missing or malformed required field is -32602 (`check_meta`). A
-   dispatcher may first test for the shape nearly every request has (a served version,
-   capabilities, nothing optional), which `check_meta` always accepts.
-4. `declares_modern` is the transports' test, before any session is looked up: a `_meta`
-   that names a protocol version at all (served or not) is a modern client's, to be answered
-   in the modern era's terms.
+   and must be valid. A missing or malformed required field is -32602 (`check_meta`, which
+   passes the shape nearly every request has, a served version and capabilities with nothing
+   optional, on its first test).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from . import jsonrpc
 from . import meta as meta_keys
@@ -35,6 +38,20 @@ _CLIENT_CAPABILITIES = meta_keys.CLIENT_CAPABILITIES
 _LOG_LEVEL = meta_keys.LOG_LEVEL
 _PROGRESS_TOKEN = meta_keys.PROGRESS_TOKEN
 
+#: A request's era (rule 1): `"modern"` (2026-07-28, served statelessly), `"legacy"` (a
+#: request of a legacy session), or `"opens-session"` (a legacy `initialize` outside a session).
+Era = Literal["modern", "legacy", "opens-session"]
+
+
+def classify(message: dict[str, Any], has_session: bool) -> Era:
+    """The era of a request (rule 1); `has_session`: whether it came on a legacy session."""
+    if has_session:
+        params = message.get("params")
+        return "modern" if isinstance(params, dict) and is_modern(params) else "legacy"
+    if message.get("method") == "initialize" and not declares_modern(message):
+        return "opens-session"
+    return "modern"
+
 
 def is_modern(params: dict[str, Any]) -> bool:
     """Whether a request's `_meta` names a served modern protocol version (rule 1)."""
@@ -43,7 +60,7 @@ def is_modern(params: dict[str, Any]) -> bool:
 
 
 def declares_modern(message: dict[str, Any]) -> bool:
-    """Whether a request's params carry a `_meta` protocol version of any value (rule 4)."""
+    """Whether a request's params carry a `_meta` protocol version of any value (rule 1)."""
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None
     return isinstance(meta, dict) and _PROTOCOL_VERSION in meta
@@ -70,9 +87,18 @@ def initialize_refused(params: dict[str, Any]) -> McpError:
 def check_meta(params: dict[str, Any]) -> None:
     """Refuse a modern request whose `_meta` is missing, malformed or of a version not
     served, with its precise error (rule 3)."""
+    meta = params.get("_meta")
+    if (
+        type(meta) is dict
+        and type(version := meta.get(_PROTOCOL_VERSION)) is str
+        and version in SUPPORTED_PROTOCOL_VERSIONS
+        and type(meta.get(_CLIENT_CAPABILITIES)) is dict
+        and _LOG_LEVEL not in meta
+        and _PROGRESS_TOKEN not in meta
+    ):
+        return  # the common `_meta`, which every test below passes: every request's path
     # A request without the required fields is malformed: -32602 (basic/index.md, and what
     # the conformance suite checks). -32022 is for a version that is given but not served.
-    meta = params.get("_meta")
     if not isinstance(meta, dict):
         raise invalid_params(
             f'"_meta" is required, with {_PROTOCOL_VERSION!r} (one of '
@@ -106,8 +132,10 @@ def check_progress_token(meta: dict[str, Any]) -> None:
 
 
 __all__ = [
+    "Era",
     "check_meta",
     "check_progress_token",
+    "classify",
     "declares_modern",
     "initialize_refused",
     "is_modern",

@@ -61,6 +61,17 @@ def describe_bad_id(value: Any) -> str:
 
 def classify(message: Any) -> MessageKind:
     """Say what a decoded message is, raising `McpError(-32600)` for anything else."""
+    # A well-formed request first, by exact types (every message's path): a decoder makes
+    # exact dicts, strs and ints, and a bool is no int to `type`, so this passes only what the
+    # tests below call a request; anything else, subclasses included, is left to them.
+    if (
+        type(message) is dict
+        and message.get("jsonrpc") == "2.0"
+        and type(message.get("method")) is str
+        and ((params := message.get("params")) is None or type(params) is dict)
+        and (type(request_id := message.get("id")) is str or type(request_id) is int)
+    ):
+        return "request"
     if not isinstance(message, dict):
         raise McpError(INVALID_REQUEST, "Invalid Request: a JSON-RPC message must be an object")
     if message.get("jsonrpc") != "2.0":

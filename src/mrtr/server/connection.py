@@ -3,12 +3,14 @@
 Each request runs in its own task so a slow handler never blocks a fast one; the connection
 keeps those tasks by request id so that `notifications/cancelled` can cancel the right one.
 
-A connection serves both protocol eras. Requests carrying modern `_meta` are served
-statelessly. The first `initialize` makes the connection's `LegacySession` (its channel to the
-client is the connection's own writer): every later message goes with it, the client's
-responses to the server's requests reach `session.deliver`, and once `initialize` succeeded
-the session is attached to the server (list changes, resource updates) until the connection
-closes. Until then no session exists, so a modern client sees only modern errors.
+A connection serves both protocol eras, the era of each request decided once as it is read
+(`protocol/era.classify`) and handed on with it. Requests carrying modern `_meta` are served
+statelessly. The first legacy `initialize` (whose `_meta` names no protocol version) makes the
+connection's `LegacySession` (its channel to the client is the connection's own writer):
+every later message goes with it, the client's responses to the server's requests reach
+`session.deliver`, and once `initialize` succeeded the session is attached to the server
+(list changes, resource updates) until the connection closes. Until then no session exists,
+so a modern client sees only modern errors.
 
 With `max_in_flight`, the reader of the stream (stdio) awaits `room()` before reading each
 message: it waits while that many requests are in flight, so a client that writes without
@@ -30,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from ..protocol import jsonrpc
-from ..protocol.era import is_modern
+from ..protocol.era import Era, classify
 from ..protocol.errors import McpError
 from ..stepping import STARTS_EAGERLY, start_task
 from .budgets import refusal
@@ -138,16 +140,12 @@ class ServerConnection:
                 await self._send(jsonrpc.error_response(request_id, error))
                 return
             session = self.session
-            if (
-                session is None
-                and message["method"] == "initialize"
-                and not is_modern(message.get("params") or {})
-                and self.server.serves_legacy
-            ):
+            era = classify(message, session is not None)  # once, here (`protocol/era.py`)
+            if era == "opens-session" and self.server.serves_legacy:
                 # A legacy client's handshake opens the session (a modern `initialize` is
                 # refused without one: there is no handshake to open it for).
                 session = self.session = LegacySession(self._send)
-            task = start_task(self._run(message, session))
+            task = start_task(self._run(message, session, era))
             if not task.done():  # done already: answered in its first step
                 if not STARTS_EAGERLY:
                     # Held from now, not from its first step a loop turn later (a started
@@ -183,14 +181,14 @@ class ServerConnection:
             logger.debug("cancelling request %r: %s", params.get("requestId"), params.get("reason"))
             cancel_by_client(task)
 
-    async def _run(self, message: dict[str, Any], session: LegacySession | None) -> None:
+    async def _run(self, message: dict[str, Any], session: LegacySession | None, era: Era) -> None:
         if STARTS_EAGERLY:
             # Stepped inside `start_task`: the request holds its id from here to the `finally`
             # below, also when its handler ends and its answer waits for the stream.
             self._tasks[message["id"]] = cast("asyncio.Task[None]", asyncio.current_task())
         try:
             response = await self.server.handle_request(
-                message, self._send, self._transport_info, session
+                message, self._send, self._transport_info, session, era
             )
         except asyncio.CancelledError:
             return  # a cancelled request gets no response

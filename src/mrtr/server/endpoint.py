@@ -16,6 +16,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from ..protocol.era import Era
     from .options import ServerOptions
     from .session import LegacySession
 
@@ -62,6 +63,7 @@ class ServerEndpoint(Protocol):
         notify: NotifySink | None = None,
         transport_info: Any = None,
         session: LegacySession | None = None,
+        era: Era | None = None,
     ) -> dict[str, Any] | None:
         """Handle any decoded JSON-RPC message; the response, or None for a notification."""
         ...
@@ -72,8 +74,10 @@ class ServerEndpoint(Protocol):
         notify: NotifySink | None = None,
         transport_info: Any = None,
         session: LegacySession | None = None,
+        era: Era | None = None,
     ) -> dict[str, Any]:
-        """Handle one validated request and return its response; never raises."""
+        """Handle one validated request and return its response; never raises. `era`: the
+        request's, as the transport classified it (`protocol/era.classify`)."""
         ...
 
     def attach_session(self, session: LegacySession) -> None:

@@ -2,9 +2,12 @@
 
 Rules:
 
-1. The era of a request is decided once, here, before anything else runs: a request that came
-   on a legacy session (and does not name a modern version in its `_meta`) goes to the legacy
-   dispatcher, every other one to the modern dispatcher (`protocol/era.py`).
+1. A request goes to its era's dispatcher, the era being the one the transport decided
+   (`protocol/era.classify`, once per message) and handed in as `era`: a request handed with a
+   legacy session and of a legacy era goes to the legacy dispatcher (while the legacy shim is
+   on), every other one to the modern dispatcher, without the session. A caller that hands a
+   session but no era has its request classified here, by the same `classify`; one without a
+   session hands a modern request (era rule 1).
 2. Each era's path is built when the middleware changes, not per request: the middleware
    composed around the era's dispatcher, or without middleware the dispatcher itself. Every
    request passes through the middleware, legacy `initialize` included; a modern MRTR round's
@@ -26,7 +29,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import jsonrpc
-from ..protocol.era import is_modern
+from ..protocol.era import Era, classify
 from ..protocol.errors import INTERNAL_ERROR, McpError
 from .inbound import Inbound
 from .middleware import CallNext, Middleware, compose, restore_round
@@ -99,15 +102,17 @@ class Entry:
         notify: NotifySink | None = None,
         transport_info: Any = None,
         session: LegacySession | None = None,
+        era: Era | None = None,
     ) -> dict[str, Any] | None:
         """Handle any decoded JSON-RPC message: the response, or None for a notification
-        (`session`'s notifications are acted on by the legacy dispatcher)."""
+        (`session`'s notifications are acted on by the legacy dispatcher); `era`: a request's,
+        as the transport classified it (rule 1)."""
         try:
             kind = jsonrpc.classify(message)
         except McpError as exc:
             return jsonrpc.error_response(jsonrpc.readable_id(message), exc)
         if kind == "request":
-            return await self.handle_request(message, notify, transport_info, session)
+            return await self.handle_request(message, notify, transport_info, session, era)
         if kind == "notification" and session is not None:
             self.legacy.notification(message["method"], session)
         return None
@@ -118,8 +123,10 @@ class Entry:
         notify: NotifySink | None = None,
         transport_info: Any = None,
         session: LegacySession | None = None,
+        era: Era | None = None,
     ) -> dict[str, Any]:
-        """Handle one validated request and return its response (rules 1, 3 and 4)."""
+        """Handle one validated request and return its response (rules 1, 3 and 4); `era`:
+        the request's, as the transport classified it."""
         request_id = message["id"]
         method = message["method"]
         try:
@@ -128,8 +135,8 @@ class Entry:
                 params = {}
             if (
                 session is not None
+                and (era or classify(message, True)) != "modern"
                 and self.options.input_required.legacy_shim
-                and not is_modern(params)
             ):
                 request = Inbound(
                     self.make_legacy_context, request_id, method, params, notify,

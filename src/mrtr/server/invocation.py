@@ -74,9 +74,8 @@ class Invocation:
         name = params.get("name")
         if type(name) is not str:
             raise invalid_params('tools/call needs "name", the name of a tool (a string)')
-        registry = self.registry
-        entry = registry.tools.get(name)  # `registry.tool(name)`, written out: every call's
-        if entry is None or (entry.tags and registry.disabled and registry.hidden(entry)):
+        entry = self.registry.tool(name)
+        if entry is None:
             raise invalid_params(f"Unknown tool: {name!r}")
         arguments = params.get("arguments")
         if arguments is not None and type(arguments) is not dict:

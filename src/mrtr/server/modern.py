@@ -49,10 +49,6 @@ ContextHandler = Callable[["RequestContext"], Awaitable[dict[str, Any]]]
 
 _SUPPORTED = list(SUPPORTED_PROTOCOL_VERSIONS)
 _SERVER_INFO = meta_keys.SERVER_INFO
-_PROTOCOL_VERSION = meta_keys.PROTOCOL_VERSION
-_CLIENT_CAPABILITIES = meta_keys.CLIENT_CAPABILITIES
-_LOG_LEVEL = meta_keys.LOG_LEVEL
-_PROGRESS_TOKEN = meta_keys.PROGRESS_TOKEN
 
 
 class ModernMethods:
@@ -101,18 +97,7 @@ class ModernMethods:
         params = request.params
         if method == "initialize":
             raise initialize_refused(params)
-        # Rule 3 of `protocol/era.py`, its quick test written out (this is every request's
-        # path): the common _meta passes at once, anything else gets the full check.
-        meta = params.get("_meta")
-        if (
-            type(meta) is not dict
-            or type(version := meta.get(_PROTOCOL_VERSION)) is not str
-            or version not in SUPPORTED_PROTOCOL_VERSIONS
-            or type(meta.get(_CLIENT_CAPABILITIES)) is not dict
-            or _LOG_LEVEL in meta
-            or _PROGRESS_TOKEN in meta
-        ):
-            check_meta(params)  # raises the precise error; a valid uncommon _meta passes
+        check_meta(params)  # raises the precise error; the common _meta passes at once
         handler = self.methods.get(method)
         if handler is None:
             raise method_not_found(method)

@@ -56,6 +56,7 @@ from .worker_threads import call_on_loop
 
 if TYPE_CHECKING:
     from ..client.client import Client
+    from ..protocol.era import Era
     from ..proxy.proxy import ProxyBackend
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -288,18 +289,20 @@ class Server:
 
     def handle_message(
         self, message: Any, notify: NotifySink | None = None, transport_info: Any = None,
-        session: LegacySession | None = None,
+        session: LegacySession | None = None, era: Era | None = None,
     ) -> Coroutine[Any, Any, dict[str, Any] | None]:  # fmt: skip
         """Handle any decoded JSON-RPC message: the response, or None for a notification."""
-        return self._entry.handle_message(message, notify, transport_info, session)
+        return self._entry.handle_message(message, notify, transport_info, session, era)
 
     def handle_request(
         self, message: dict[str, Any], notify: NotifySink | None = None,
         transport_info: Any = None, session: LegacySession | None = None,
+        era: Era | None = None,
     ) -> Response:  # fmt: skip
         """Handle one validated request and return its response; never raises but for the
-        cancellation of the task running it (`entry.py` says how the era is decided)."""
-        return self._entry.handle_request(message, notify, transport_info, session)
+        cancellation of the task running it. `era`: the request's, as the transport decoding
+        it classified it (`protocol/era.classify`; `entry.py` says how it is dispatched)."""
+        return self._entry.handle_request(message, notify, transport_info, session, era)
 
     # --- sessions, keys and change notifications ---------------------------------------------
 

@@ -379,14 +379,10 @@ class MemoryStore:
             grows, size = 1, ENTRY_OVERHEAD + len(key) + len(value)
         else:
             grows, size = 0, len(value) - len(old[0])
-        # `_fits` written out: nearly every write fits, and this is every record's path.
+        # A write that takes no more room fits as it is.
         if (
             (size > 0 or grows)
-            and not (
-                len(entries) + grows <= self.max_entries
-                and self.bytes + size
-                <= (self.max_bytes - self.reserve_bytes if grows else self.max_bytes)
-            )
+            and not self._fits(grows, size)
             and not self._make_room(key, grows, size, now)
         ):
             if not cache:
@@ -412,10 +408,8 @@ class MemoryStore:
 
     async def add(self, key: str, value: bytes, ttl: float) -> bool:
         """See `Store.add`."""
-        if not 0 < ttl < math.inf:  # `_check_ttl`, written out: every claim's path
-            _check_ttl(ttl)
         now = self._clock()
-        expires_at = now + ttl
+        expires_at = now + _check_ttl(ttl)
         entry = self._entries.get(key)
         if entry is not None:
             if entry[1] > now:
@@ -433,10 +427,8 @@ class MemoryStore:
 
     async def set(self, key: str, value: bytes, ttl: float) -> None:
         """See `Store.set`."""
-        if not 0 < ttl < math.inf:  # `_check_ttl`, written out: every outcome's path
-            _check_ttl(ttl)
         now = self._clock()
-        expires_at = now + ttl
+        expires_at = now + _check_ttl(ttl)
         entry = self._entries.get(key)
         if entry is not None and entry[1] <= now:
             self._drop(key)

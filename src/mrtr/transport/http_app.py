@@ -2,7 +2,8 @@
 
 One endpoint serves both protocol eras, told apart by how the client opens: a POST carrying
 `Mcp-Session-Id`, a `GET`/`DELETE` carrying it, or a POST of `initialize` whose params carry no
-modern `_meta` protocol version (whatever its headers) is a legacy (2025-11-25 and earlier)
+modern `_meta` protocol version (whatever its headers; `protocol/era.classify`, called once
+here, or by `http_legacy.py` for a session's requests) is a legacy (2025-11-25 and earlier)
 client, served with sessions by `http_legacy.py`; everything else is 2026-07-28, served
 statelessly as below. (Without the legacy shim, `InputRequiredConfig.legacy_shim`, such an
 `initialize` is answered 400 with -32022 naming the versions served, and a session id is
@@ -50,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..protocol import jsonrpc
-from ..protocol import meta as meta_keys
+from ..protocol.era import classify
 from ..protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, McpError
 from ..server.auth.guard import BearerGuard
 from ..server.endpoint import LifespanError
@@ -446,32 +447,19 @@ class StreamableHTTPApp:
         except orjson.JSONDecodeError as exc:
             await reject(send, 400, PARSE_ERROR, f"Parse error: {exc}")
             return
-        # What `jsonrpc.classify` says of a well-formed request, without the call. orjson
-        # makes exact dicts, strs and ints (never subclasses, and a bool is not an int to
-        # `type`), so these tests pass exactly when `classify` answers "request"; anything
-        # else is left to it.
-        if (
-            type(message) is dict
-            and message.get("jsonrpc") == "2.0"
-            and type(message.get("method")) is str
-            and ((params := message.get("params")) is None or type(params) is dict)
-            and (type(request_id := message.get("id")) is str or type(request_id) is int)
-        ):
-            kind = "request"
-        else:
-            try:
-                kind = jsonrpc.classify(message)
-            except McpError as exc:
-                await answer(send, 400, jsonrpc.error_response(jsonrpc.readable_id(message), exc))
-                return
+        try:
+            kind = jsonrpc.classify(message)
+        except McpError as exc:
+            await answer(send, 400, jsonrpc.error_response(jsonrpc.readable_id(message), exc))
+            return
         if (
             self._auth is not None
             and kind == "request"
             and await self._auth.refuse_call(message, scope, send)
         ):
             return  # a tool's own scopes: checked here, where both eras pass
-        # The era, by how the client opens (see the module docstring): a session id, or an
-        # `initialize` without a modern `_meta`, is a legacy client.
+        # A message with a session id goes to its session (which classifies its requests);
+        # any other request's era is decided here, once (`protocol/era.classify`).
         if _SESSION_ID in headers and self.server.serves_legacy:
             await self.sessions.post(scope, receive, send, headers, message, kind, accept_sse)
             return
@@ -488,15 +476,14 @@ class StreamableHTTPApp:
                 message.get("id") if jsonrpc.is_valid_id(message.get("id")) else None,
             )
             return
-        method = message["method"]
-        if method == "initialize" and not _modern(message):
+        if classify(message, False) == "opens-session":
             await self.sessions.initialize(scope, send, message)
             return
         problem = self._check_headers(message, headers)
         if problem is not None:
             await answer(send, 400, jsonrpc.error_response(message["id"], problem))
             return
-        listen = method == "subscriptions/listen"
+        listen = message["method"] == "subscriptions/listen"
         if listen and not accept_sse:
             await reject(
                 send,
@@ -646,13 +633,6 @@ def _closing(send: Send) -> Send:
         await send(message)
 
     return closing
-
-
-def _modern(message: dict[str, Any]) -> bool:
-    """Whether a request's params carry a modern `_meta` protocol version (of any value)."""
-    params = message.get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    return isinstance(meta, dict) and meta_keys.PROTOCOL_VERSION in meta
 
 
 async def _too_large(send: Send, limit: int) -> None:

@@ -17,9 +17,11 @@ stays on the stateless path. Rules:
    negotiated version, the spec's "other way to identify the version" (it would otherwise
    assume 2025-03-26).
 3. A POSTed request runs as a task of its session (at most `MAX_SESSION_REQUESTS` at once, each
-   id unique among those running). It is answered with JSON, unless a notification or a
-   server request (`elicitation/create`...) goes out first: then with an SSE stream whose
-   events all carry ids, opened by a priming event with `retry`. Every JSON-RPC answer goes
+   id unique among those running), its era decided once here (`protocol/era.classify`: one
+   whose `_meta` names a served version is served statelessly, beside the session). It is
+   answered with JSON, unless a notification or a server request (`elicitation/create`...)
+   goes out first: then with an SSE stream whose events all carry ids, opened by a priming
+   event with `retry`. Every JSON-RPC answer goes
    out with 200, errors included (`LEGACY_ERROR_STATUS`): legacy clients take a 4xx for the
    session failing, so 4xx is kept for what the transport refuses. A dropped connection does not
    cancel the request (the client sends `notifications/cancelled` for that): its events are
@@ -83,6 +85,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..protocol import jsonrpc
+from ..protocol.era import classify
 from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, McpError
 from ..server.session import LegacySession, SessionRecords, session_digest
 from ..stepping import start_task
@@ -235,7 +238,8 @@ class LegacySessions:
         session.admission = self.records or self.store
         shared = self.shared
         channel = SessionChannel(session, self.buffer_bytes, first_stream=self._first_stream)
-        response = await self.server.handle_request(message, None, scope, session)
+        # Sent here because its era opens a session (`StreamableHTTPApp` classified it).
+        response = await self.server.handle_request(message, None, scope, session, "opens-session")
         if "error" in response:
             # Without the legacy shim the refusal is the 2026-07-28 one (-32022, 400).
             serves = self.server.serves_legacy
@@ -439,10 +443,11 @@ class LegacySessions:
                 # own stream. Notifications about this request have nowhere to go.
                 standalone.add(orjson.dumps(outgoing))
 
+        era = classify(message, True)  # once per request of a session (`protocol/era.py`)
         try:
             if shared is not None and message["method"] in SESSION_CHANGES:
                 handle = functools.partial(
-                    self.server.handle_request, message, notify, scope, channel.session
+                    self.server.handle_request, message, notify, scope, channel.session, era
                 )
                 try:
                     changed = await shared.change(channel, handle)
@@ -450,7 +455,9 @@ class LegacySessions:
                     changed = jsonrpc.error_response(message["id"], exc)
                 response = changed if changed is not None else {}
             else:
-                response = await self.server.handle_request(message, notify, scope, channel.session)
+                response = await self.server.handle_request(
+                    message, notify, scope, channel.session, era
+                )
         except asyncio.CancelledError:
             stream.finish()  # cancelled: no response (the client said so, or the session ended)
             raise

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..protocol import jsonrpc
-from ..protocol.era import is_modern
+from ..protocol.era import classify
 from ..protocol.errors import CONNECTION_CLOSED, INTERNAL_ERROR, McpError, method_not_found
 from ..server.connection import ServerConnection
 from .base import NotificationHandler, RequestHandler
@@ -168,8 +168,6 @@ class MemoryTransport:
 
 
 def _opens_session(message: dict[str, Any]) -> bool:
-    """Whether `message` is a legacy `initialize`, which opens a session."""
-    params = message.get("params")
-    return message.get("method") == "initialize" and not is_modern(
-        params if isinstance(params, dict) else {}
-    )
+    """Whether `message` is a legacy `initialize`, which opens a session (its era, by
+    `protocol/era.classify`: the session's connection classifies every later request)."""
+    return classify(message, False) == "opens-session"

@@ -289,9 +289,7 @@ class Replay:
             if watch is not None:
                 replay_check.stop(watch)
             _RUN.reset(token)
-            # `_close` written out for the common run, which asked nothing and started no task.
-            if self._phase < _STOPPED or self.questions or self._tasks is not None:
-                self._close()
+            self._close()
 
     async def _failed(self, exc: BaseException) -> Any:
         self._phase = _ENDED

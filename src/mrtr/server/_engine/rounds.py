@@ -12,7 +12,8 @@ and a manual-style `InputRequiredResult` is driven here on the client's behalf: 
 requests are asked live and the handler is called again with `ctx.input_responses` and its
 own `ctx.request_state` (kept in memory), up to `max_rounds` times. Each wait for the client
 is bounded by `round_timeout`, and the whole request by `round_timeout * max_rounds` (what a
-modern flow of that many rounds may take).
+modern flow of that many rounds may take). A run of either era is the same one call
+(`_run`, under `RoundKeeper.run`, whose deadline is armed only once the run waits).
 """
 
 from __future__ import annotations
@@ -452,18 +453,13 @@ class Round:
         what: str | None,
     ) -> dict[str, Any]:
         """Run (or replay) the handler of a modern round and shape its result."""
-        ctx = self.ctx
-        # The same run as `_run_live`, written out here: this is the hot path of every tool call.
-        engine = ctx.engine
-        engine.target = self.target
         # One lookup of the running task serves the deadline and the engine.
-        main = current_task()
-        outcome = await self.keeper.run(engine.run(invoke, ctx, main), main, what or ctx.method)
+        outcome = await self._run(invoke, what, current_task())
         if type(outcome) is Failure:
             outcome = self._failed(outcome, what)
         # A run stopped at a question has no value to render: its questions go out.
         result = {} if outcome is STOPPED else render(outcome)
-        if type(result) is dict and not engine.outgoing:
+        if type(result) is dict and not self.ctx.engine.outgoing:
             return result  # `finish` for a complete result
         return self.finish(result)
 
@@ -493,24 +489,21 @@ class Round:
             if engine.asker is asker:
                 engine.asker = None
 
-    async def _run_live(self, invoke: Invoke, what: str | None) -> Any:
-        """Run the handler once on a legacy session: its value, or a tool's `Failure`."""
+    def _run(
+        self, invoke: Invoke, what: str | None, main: asyncio.Task[Any] | None, live: bool = False
+    ) -> Awaitable[Any]:
+        """The handler's one run in this round, within its time (`RoundKeeper.run`; `live`: on
+        a legacy session): its value, `STOPPED` or a `Failure`, to await. `main`: the task
+        running it, when the caller has it at hand. A call, not a coroutine: every tool call
+        passes here."""
         ctx = self.ctx
         engine = ctx.engine
         engine.target = self.target
-        config = self.keeper.options.input_required
-        timeout = config.round_timeout * config.max_rounds
-        deadline = Deadline(timeout) if timeout > 0 else None
-        try:
-            if deadline is None:
-                outcome = await engine.run(invoke, ctx)
-            else:
-                with deadline:
-                    outcome = await engine.run(invoke, ctx)
-        except TimeoutError:
-            raise timed_out(
-                deadline, what or ctx.method, "round_timeout * max_rounds", timeout
-            ) from None
+        return self.keeper.run(engine.run(invoke, ctx, main), main, what or ctx.method, live)
+
+    async def _run_live(self, invoke: Invoke, what: str | None) -> Any:
+        """Run the handler once on a legacy session: its value, or a tool's `Failure`."""
+        outcome = await self._run(invoke, what, None, live=True)
         return outcome if not isinstance(outcome, Failure) else self._failed(outcome, what)
 
     def _failed(self, outcome: Failure, what: str | None) -> Failure:
