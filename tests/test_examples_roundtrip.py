@@ -29,7 +29,7 @@ from mrtr.inputs import (
 from mrtr.protocol import errors, jsonrpc
 from mrtr.protocol import types as t
 from mrtr.protocol.errors import McpError
-from mrtr.server.replay import validate_answer
+from mrtr.server._engine.questions import validate_answer
 
 SPEC_DIR = Path(
     os.environ.get(
