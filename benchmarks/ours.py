@@ -44,7 +44,8 @@ from mrtr.client import InputRequiredConfig
 from mrtr.protocol import jsonrpc
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
-from mrtr.server.replay import RoundState, question_digest
+from mrtr.server._engine.questions import question_digest
+from mrtr.server._engine.round_state import RoundState
 from mrtr.server.request_state import (
     RequestStateKeyRing,
     StateBinding,

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.harness import run
 from benchmarks.ours import build_server
-from mrtr.transport.stdio import serve_stdio
+from mrtr.transport.stdio_server import serve_stdio
 
 
 def main() -> None:

@@ -31,7 +31,7 @@ from mrtr import (
     sample_request,
 )
 from mrtr.protocol.errors import INTERNAL_ERROR, McpError
-from mrtr.transport.http_server import close_sse_stream
+from mrtr.transport.http_legacy import close_sse_stream
 
 # A 1x1 transparent PNG and a tiny silent WAV, so the media fixtures carry real files.
 PNG = base64.b64encode(

@@ -34,6 +34,7 @@ UNIT = frozenset(
         "test_flow_fast_path.py",
         "test_http_fast_path.py",
         "test_http_transport.py",
+        "test_input_builders.py",
         "test_install_keeps_entries.py",
         "test_key_rotation.py",
         "test_legacy_client.py",

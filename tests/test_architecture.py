@@ -47,10 +47,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "engine and state",
         (
-            # The sans-I/O engine, and the modules that keep its old import paths.
+            # The sans-I/O engine.
             "mrtr.server._engine.*",
-            "mrtr.server.replay",
-            "mrtr.server.rounds",
             "mrtr.server.request_state",
             "mrtr.server.input_bounds",
             "mrtr.server.once_codec",
@@ -268,7 +266,7 @@ def test_the_scanner_sees_the_kinds_of_import() -> None:
     seen = {
         target
         for node in ast.walk(tree)
-        for target in _imported(node, "mrtr.transport.http_server", False, known)
+        for target in _imported(node, "mrtr.transport.http_app", False, known)
     }
     assert seen == {
         "mrtr.protocol.jsonrpc",
@@ -297,7 +295,7 @@ def test_every_module_is_in_a_layer(graph: dict[str, set[str]]) -> None:
 
 
 def test_a_package_entry_covers_its_modules_and_an_exact_one_only_itself() -> None:
-    assert LAYERS[layer_of("mrtr.transport.http_server")][0] == "transports"
+    assert LAYERS[layer_of("mrtr.transport.http_app")][0] == "transports"
     assert LAYERS[layer_of("mrtr.server.auth.guard")][0] == "transports"
     assert LAYERS[layer_of("mrtr.server.auth.token")][0] == "engine and state"
     with pytest.raises(LookupError):

@@ -26,7 +26,7 @@ from mrtr.server.redis_store import RedisBroker, RedisStore
 from mrtr.server.store import Broker, MemoryStore, Store
 from mrtr.server.tasks import TaskSettings
 from mrtr.server.tasks import run as task_run
-from mrtr.transport.http_server import StreamableHTTPApp
+from mrtr.transport.http_app import StreamableHTTPApp
 from redis_instance import RedisInstance, redis_instance
 from test_tasks_server_app import GUARD, NAME, HttpPeer, request
 from transport_flow import serve

@@ -21,7 +21,7 @@ import pytest
 from mrtr import AuthSettings, Client, ClientOptions, RequestContext, Server, ServerOptions
 from mrtr.client.auth import FileTokenStore, LoopbackRedirectHandler, OAuth, Tokens
 from mrtr.server.auth import JWTVerifier
-from mrtr.transport.http_server import StreamableHTTPApp
+from mrtr.transport.http_app import StreamableHTTPApp
 from oauth_as import AuthorizationServer
 from transport_flow import serve
 

@@ -63,7 +63,7 @@ from mrtr.protocol.errors import (
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
 from mrtr.transport.http_client import HTTPTransport
 from mrtr.transport.sse import encode_event
-from mrtr.transport.stdio import StdioTransport
+from mrtr.transport.stdio_client import StdioTransport
 from transport_flow import LoopbackUvicorn, serve
 
 GUARD = 10.0  # seconds: only ever reached when something is broken

@@ -19,7 +19,7 @@ from mrtr.server import entry as entry_module
 from mrtr.server.connection import ServerConnection
 from mrtr.server.session import LegacySession
 from mrtr.transport import http_app as http_app_module
-from mrtr.transport.http_server import StreamableHTTPApp
+from mrtr.transport.http_app import StreamableHTTPApp
 from test_http_fast_path import call, post
 
 VERSION = meta_keys.PROTOCOL_VERSION

@@ -22,14 +22,12 @@ import pytest
 from mrtr.inputs import (
     InputRequest,
     InputRequiredResult,
-    make_input_response_from_create_message_result,
-    make_input_response_from_elicit_result,
-    make_input_response_from_list_roots_result,
+    input_response,
 )
 from mrtr.protocol import errors, jsonrpc
 from mrtr.protocol import types as t
 from mrtr.protocol.errors import McpError
-from mrtr.server.replay import validate_answer
+from mrtr.server._engine.questions import validate_answer
 
 SPEC_DIR = Path(
     os.environ.get(
@@ -137,13 +135,6 @@ def input_required_result(data: Any) -> Any:
     return decoded.to_wire()
 
 
-_ANSWER_ENCODERS: dict[str, Callable[[Any], dict[str, Any]]] = {
-    "elicitation/create": make_input_response_from_elicit_result,
-    "sampling/createMessage": make_input_response_from_create_message_result,
-    "roots/list": make_input_response_from_list_roots_result,
-}
-
-
 def input_responses(data: Any) -> Any:
     """`inputResponses`: each answer read the way the server reads it, for the method it
     answers (the questions are the `InputRequests` example's, under the same keys)."""
@@ -151,7 +142,7 @@ def input_responses(data: Any) -> Any:
     out = {}
     for key, value in data.items():
         method = asked[key]["method"]
-        out[key] = _ANSWER_ENCODERS[method](validate_answer(key, method, value))
+        out[key] = input_response(validate_answer(key, method, value))
     return out
 
 

@@ -16,7 +16,7 @@ import pytest
 from mrtr import Server
 from mrtr.protocol import meta as meta_keys
 from mrtr.stepping import resume
-from mrtr.transport.http_server import StreamableHTTPApp
+from mrtr.transport.http_app import StreamableHTTPApp
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"

@@ -33,7 +33,7 @@ from loopback_process import free_port, wait_listening
 from mrtr import Server
 from mrtr.cli import main
 from mrtr.transport.http_limits import HTTPLimits, connection_cap
-from mrtr.transport.http_server import serve_http
+from mrtr.transport.http_serve import serve_http
 
 ROOT = Path(__file__).resolve().parent.parent
 GUARD = 10.0  # seconds: only ever reached when something is broken

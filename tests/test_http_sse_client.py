@@ -17,7 +17,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel
 
 from mrtr import Client, ElicitRequestParams, ElicitResult, McpError
-from mrtr.transport.http_server import StreamableHTTPApp
+from mrtr.transport.http_app import StreamableHTTPApp
 from test_http_sse_server import build_server
 from transport_flow import GUARD, serve
 

@@ -19,7 +19,7 @@ from mcp.client.sse import sse_client
 
 from mrtr import AccessToken, AuthSettings, RequestContext, Server, ServerOptions
 from mrtr.server.budgets import Budgets
-from mrtr.transport.http_server import StreamableHTTPApp
+from mrtr.transport.http_app import StreamableHTTPApp
 from transport_flow import GUARD, serve
 
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}

@@ -52,9 +52,9 @@ from mrtr.transport.headers import (
     encode_value,
     header_params,
 )
+from mrtr.transport.http_app import StreamableHTTPApp
 from mrtr.transport.http_client import HTTPTransport
 from mrtr.transport.http_serve import UvicornServer
-from mrtr.transport.http_server import StreamableHTTPApp
 from mrtr.transport.sse import SSEDecoder, SSEEvent, encode_event
 from transport_flow import Handlers, LoopbackUvicorn, add_flow, serve
 

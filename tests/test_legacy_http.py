@@ -25,8 +25,8 @@ from mrtr.protocol.errors import (
 )
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
 from mrtr.server import InputRequiredConfig
-from mrtr.transport.http_legacy import MAX_SESSION_REQUESTS
-from mrtr.transport.http_server import StreamableHTTPApp, close_sse_stream
+from mrtr.transport.http_app import StreamableHTTPApp
+from mrtr.transport.http_legacy import MAX_SESSION_REQUESTS, close_sse_stream
 from mrtr.transport.sse_events import STANDALONE, EventLog, ReplayGap, parse_event_id
 from transport_flow import GUARD, serve
 

@@ -15,7 +15,8 @@ import pytest
 import pytest_asyncio
 
 from mrtr import InputRequiredResult, RequestContext, Server, elicit_request, roots_request
-from mrtr.transport.http_server import StreamableHTTPApp, close_sse_stream
+from mrtr.transport.http_app import StreamableHTTPApp
+from mrtr.transport.http_legacy import close_sse_stream
 from transport_flow import GUARD, serve
 
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}

@@ -25,8 +25,8 @@ import redis
 
 from mrtr import Client, ClientOptions, ElicitRequestParams, ElicitResult, ServerOptions
 from mrtr.server.redis_store import RedisBroker, RedisStore
+from mrtr.transport.http_app import StreamableHTTPApp
 from mrtr.transport.http_legacy_shared import ANSWER_SLOTS
-from mrtr.transport.http_server import StreamableHTTPApp
 from redis_instance import RedisInstance, running_redis
 from servers.legacy_cluster_server import build
 from transport_flow import serve

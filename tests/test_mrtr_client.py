@@ -41,7 +41,7 @@ from mrtr import (
     Server,
     TextContent,
     elicit_request,
-    make_input_response_from_elicit_result,
+    input_response,
     sample_request,
 )
 from mrtr.client import InputRequiredConfig
@@ -571,9 +571,7 @@ async def test_auto_fulfill_off_is_driven_by_hand_across_processes() -> None:
     # The state survives a trip through plain JSON, as it would between processes.
     carried = json.loads(json.dumps({"state": asked.request_state}))["state"]
     responses = {
-        "size": make_input_response_from_elicit_result(
-            ElicitResult(action="accept", content={"size": "M"})
-        ),
+        "size": input_response(ElicitResult(action="accept", content={"size": "M"})),
         "note": {"role": "assistant", "content": {"type": "text", "text": "gift"}, "model": "x"},
     }
     async with Client.in_memory(server, options=manual, **untouched.client_kwargs()) as second:

@@ -25,7 +25,7 @@ from mrtr import (
     TextContent,
 )
 from mrtr.inputs import InputRequest
-from mrtr.transport.http_server import StreamableHTTPApp
+from mrtr.transport.http_app import StreamableHTTPApp
 from transport_flow import GUARD, serve
 
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}}

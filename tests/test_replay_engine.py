@@ -33,8 +33,8 @@ from mrtr import (
 )
 from mrtr.protocol.errors import INTERNAL_ERROR
 from mrtr.server import InputRequiredConfig
+from mrtr.server._engine.outcome import ReplayError
 from mrtr.server.connection import ServerConnection
-from mrtr.server.replay import ReplayError
 from mrtr_flows import Answers, accept, call_tool, error_of, result_of, rpc
 from transport_flow import serve
 

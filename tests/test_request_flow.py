@@ -25,7 +25,7 @@ import orjson
 import pytest
 
 from mrtr import RequestContext, Server
-from mrtr.transport.http_server import StreamableHTTPApp
+from mrtr.transport.http_app import StreamableHTTPApp
 from mrtr_flows import accept, call_tool, result_of
 from test_http_fast_path import call, post
 from test_legacy_server import Peer, initialized, send

@@ -1,7 +1,7 @@
 """`Server.run`'s event loop: what a server logs when uvloop is not installed.
 
 The server runs in a child process whose launcher hides uvloop (`sys.modules["uvloop"] = None`
-makes `import uvloop` raise ImportError, as on an install without the `fast` extra).
+makes `import uvloop` raise ImportError, as on Windows or PyPy, where uvloop is not installed).
 """
 
 from __future__ import annotations

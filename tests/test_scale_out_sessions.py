@@ -48,8 +48,8 @@ from mrtr.protocol.errors import INTERNAL_ERROR, McpError
 from mrtr.server.legacy import MAX_SUBSCRIPTIONS
 from mrtr.server.session import LegacySession, SessionRecords
 from mrtr.server.store import Broker, MemoryBroker, MemoryStore, Store
+from mrtr.transport.http_app import StreamableHTTPApp
 from mrtr.transport.http_legacy import MAX_KEPT_RESPONSE
-from mrtr.transport.http_server import StreamableHTTPApp
 from mrtr.transport.sse_events import SHARED_BYTES, SHARED_EVENTS, EventLog, decode_snapshot
 from servers.legacy_cluster_server import WATCHED, build
 from transport_flow import GUARD, serve

@@ -8,7 +8,9 @@ tests breaks every flow in flight across an upgrade.
 
 from __future__ import annotations
 
-from mrtr.server.replay import Replay, RoundState, question_digest
+from mrtr.server._engine.questions import question_digest
+from mrtr.server._engine.replay import Replay
+from mrtr.server._engine.round_state import RoundState
 from mrtr.server.request_state import (
     RequestStateKeyRing,
     StateBinding,

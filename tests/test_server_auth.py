@@ -46,7 +46,7 @@ from mrtr.server.auth import (
     TokenVerifier,
     VerifierUnavailable,
 )
-from mrtr.transport.http_server import StreamableHTTPApp
+from mrtr.transport.http_app import StreamableHTTPApp
 from oauth_as import AuthorizationServer, pkce_pair
 from transport_flow import serve
 

@@ -27,7 +27,7 @@ from mrtr.client.auth.jose import DPoPKey
 from mrtr.server.auth import AuthSettings, DPoPSettings, IntrospectionVerifier, JWTVerifier
 from mrtr.server.auth.dpop import MAX_PROOF_LENGTH, DPoPChecker, Proof, normal_url, token_hash
 from mrtr.server.store import MemoryStore
-from mrtr.transport.http_server import StreamableHTTPApp
+from mrtr.transport.http_app import StreamableHTTPApp
 from test_server_auth import KEY, AutoApprove, Protected, build_server, call, headers_for, protected
 from transport_flow import serve
 

@@ -30,7 +30,7 @@ from mcp.shared.auth import (
 
 from mrtr import AuthSettings, RequestContext, Server, ServerOptions
 from mrtr.server.auth import JWTVerifier
-from mrtr.transport.http_server import StreamableHTTPApp
+from mrtr.transport.http_app import StreamableHTTPApp
 from oauth_as import AuthorizationServer
 from transport_flow import serve
 

@@ -24,7 +24,7 @@ from mrtr import Client, McpError, TextContent
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.errors import CONNECTION_CLOSED, INVALID_REQUEST, PARSE_ERROR
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
-from mrtr.transport.stdio import StdioTransport
+from mrtr.transport.stdio_client import StdioTransport
 
 SERVERS = Path(__file__).resolve().parent / "servers"
 FLOW_SERVER = str(SERVERS / "mrtr_flow_server.py")

@@ -17,7 +17,7 @@ from collections import defaultdict
 
 from mrtr import AuthSettings, RequestContext, Server, ServerOptions
 from mrtr.server.auth import JWTVerifier
-from mrtr.transport.http_server import serve_http
+from mrtr.transport.http_serve import serve_http
 
 NOTES: defaultdict[str, list[str]] = defaultdict(list)
 

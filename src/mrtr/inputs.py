@@ -4,6 +4,13 @@ A server that needs something only the client has answers `InputRequiredResult`;
 `inputRequests` map server-chosen keys to `{method, params}` request objects, and the client
 retries the original request with `inputResponses` (bare results under the same keys) and the
 echoed `requestState`.
+
+Rules:
+1. One spelling each: `elicit_request`, `sample_request`, `roots_request` build the questions
+   and `input_response` the answers; these are what `mrtr` exports.
+2. The seed's names (`make_input_request_for_elicitation`, `_for_sampling`, `_for_roots`,
+   `make_input_response_from_elicit_result`, `_from_create_message_result`,
+   `_from_list_roots_result`) stay importable from this module as the same functions.
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from .protocol.types import (
     CreateMessageRequestParams,
@@ -62,42 +69,25 @@ class InputRequiredResult(McpModel):
     meta: dict[str, Any] | None = Field(default=None, alias="_meta")
 
 
-def make_input_request_for_elicitation(params: ElicitRequestParams) -> InputRequest:
-    """An `elicitation/create` input request."""
-    return InputRequest(method=ELICITATION_CREATE, params=params.to_wire())
+_ANSWERS = (ElicitResult, CreateMessageResult, ListRootsResult)
 
 
-def make_input_request_for_sampling(params: CreateMessageRequestParams) -> InputRequest:
-    """A `sampling/createMessage` input request."""
-    return InputRequest(method=SAMPLING_CREATE_MESSAGE, params=params.to_wire())
+def input_response(result: ElicitResult | CreateMessageResult | ListRootsResult) -> dict[str, Any]:
+    """The bare answer to put under the question's key in `inputResponses`.
 
-
-def make_input_request_for_roots(params: ListRootsRequestParams | None = None) -> InputRequest:
-    """A `roots/list` input request."""
-    return InputRequest(method=ROOTS_LIST, params=params.to_wire() if params else {})
-
-
-def _bare(result: BaseModel) -> dict[str, Any]:
+    `{action, content}` for an `ElicitResult`, `{role, content, model, stopReason}` for a
+    `CreateMessageResult`, `{roots}` for a `ListRootsResult`.
+    """
+    if not isinstance(result, _ANSWERS):
+        raise TypeError(
+            "input_response takes an ElicitResult, CreateMessageResult or ListRootsResult, "
+            f"not {type(result).__name__}"
+        )
     # Input responses are bare results: no resultType and no _meta envelope.
     data = result.model_dump(mode="json", by_alias=True, exclude_none=True)
     data.pop("resultType", None)
     data.pop("_meta", None)
     return data
-
-
-def make_input_response_from_elicit_result(result: ElicitResult) -> dict[str, Any]:
-    """The bare `{action, content}` value to put under the question's key."""
-    return _bare(result)
-
-
-def make_input_response_from_create_message_result(result: CreateMessageResult) -> dict[str, Any]:
-    """The bare `{role, content, model, stopReason}` value to put under the question's key."""
-    return _bare(result)
-
-
-def make_input_response_from_list_roots_result(result: ListRootsResult) -> dict[str, Any]:
-    """The bare `{roots}` value to put under the question's key."""
-    return _bare(result)
 
 
 def is_input_required_result(raw: Any) -> bool:
@@ -116,37 +106,66 @@ def extract_input_requests(raw: Any) -> InputRequests | None:
 
 
 def elicit_request(
-    message: str, requested_schema: dict[str, Any] | None = None, *, url: str | None = None
+    message: str | ElicitRequestParams,
+    requested_schema: dict[str, Any] | None = None,
+    *,
+    url: str | None = None,
 ) -> InputRequest:
-    """Shorthand for a form-mode (schema) or URL-mode (url) elicitation request."""
-    if url is not None:
-        return make_input_request_for_elicitation(
-            ElicitRequestParams(message=message, mode="url", url=url)
+    """An `elicitation/create` request: form mode (a schema), URL mode (`url`), or the params.
+
+    `elicit_request("Name?", {json schema})`, `elicit_request("Sign in", url=...)`, or
+    `elicit_request(ElicitRequestParams(...))` for the params written out.
+    """
+    if isinstance(message, ElicitRequestParams):
+        if requested_schema is not None or url is not None:
+            raise TypeError("elicit_request(params) takes no schema or url: they are in params")
+        params = message
+    elif url is not None:
+        params = ElicitRequestParams(message=message, mode="url", url=url)
+    else:
+        schema = (
+            requested_schema
+            if requested_schema is not None
+            else {"type": "object", "properties": {}}
         )
-    schema = (
-        requested_schema if requested_schema is not None else {"type": "object", "properties": {}}
-    )
-    return make_input_request_for_elicitation(
-        ElicitRequestParams(message=message, requested_schema=schema)
-    )
+        params = ElicitRequestParams(message=message, requested_schema=schema)
+    return InputRequest(method=ELICITATION_CREATE, params=params.to_wire())
 
 
 def sample_request(
-    prompt: str | list[SamplingMessage], *, max_tokens: int = 1000, system_prompt: str | None = None
+    prompt: str | list[SamplingMessage] | CreateMessageRequestParams,
+    *,
+    max_tokens: int = 1000,
+    system_prompt: str | None = None,
 ) -> InputRequest:
-    """Shorthand for a sampling request from a user prompt (or a list of messages)."""
-    messages = (
-        [SamplingMessage(role="user", content=TextContent(text=prompt))]
-        if isinstance(prompt, str)
-        else prompt
-    )
-    return make_input_request_for_sampling(
-        CreateMessageRequestParams(
+    """A `sampling/createMessage` request from a user prompt, a list of messages, or the params.
+
+    With `CreateMessageRequestParams`, `max_tokens` and `system_prompt` are the params' own.
+    """
+    if isinstance(prompt, CreateMessageRequestParams):
+        params = prompt
+    else:
+        messages = (
+            [SamplingMessage(role="user", content=TextContent(text=prompt))]
+            if isinstance(prompt, str)
+            else prompt
+        )
+        params = CreateMessageRequestParams(
             messages=messages, max_tokens=max_tokens, system_prompt=system_prompt
         )
-    )
+    return InputRequest(method=SAMPLING_CREATE_MESSAGE, params=params.to_wire())
 
 
-def roots_request() -> InputRequest:
-    """Shorthand for a `roots/list` request."""
-    return make_input_request_for_roots()
+def roots_request(params: ListRootsRequestParams | None = None) -> InputRequest:
+    """A `roots/list` request."""
+    return InputRequest(method=ROOTS_LIST, params=params.to_wire() if params else {})
+
+
+# The seed's spelling, for code written against it: the same functions under its names. `mrtr`
+# exports only the names above.
+make_input_request_for_elicitation = elicit_request
+make_input_request_for_sampling = sample_request
+make_input_request_for_roots = roots_request
+make_input_response_from_elicit_result = input_response
+make_input_response_from_create_message_result = input_response
+make_input_response_from_list_roots_result = input_response

@@ -14,7 +14,7 @@ import sys
 
 from mrtr import RequestContext, Server, ServerOptions
 from mrtr.server import Budgets
-from mrtr.transport.stdio import serve_stdio
+from mrtr.transport.stdio_server import serve_stdio
 
 LIMIT = int(sys.argv[1]) if len(sys.argv) > 1 else 8
 server = Server("backpressure", options=ServerOptions(budgets=Budgets(connection_requests=LIMIT)))

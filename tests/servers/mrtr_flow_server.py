@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from mrtr import RequestContext, Server
-from mrtr.transport.stdio import serve_stdio
+from mrtr.transport.stdio_server import serve_stdio
 
 server = Server("stdio-test-server", version="1.0.0")
 

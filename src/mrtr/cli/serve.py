@@ -15,7 +15,7 @@ The same factory serves under uvicorn's own command line, connection limits incl
 
     MRTR_TARGET=shop.py:server MRTR_REQUEST_STATE_KEY_FILE=/run/secrets/mrtr-key \
       uvicorn mrtr.cli.serve:make_app --factory --workers 4 --ws none \
-      --http mrtr.transport.http_server:worker_protocol
+      --http mrtr.transport.http_serve:worker_protocol
 
 Over HTTP, `--auth-issuer` and `--auth-resource` (or `MRTR_AUTH_ISSUER` and
 `MRTR_AUTH_RESOURCE`, which worker processes read) require every caller's bearer token
@@ -49,7 +49,7 @@ from ..transport.http_limits import DEFAULT_DRAIN_TIMEOUT, DEFAULT_KEEP_ALIVE
 
 if TYPE_CHECKING:
     from ..server.auth.settings import AuthSettings
-    from ..transport.http_server import StreamableHTTPApp
+    from ..transport.http_app import StreamableHTTPApp
 
 KEY_HOWTO = (
     "set MRTR_REQUEST_STATE_KEY (secrets separated by commas, the first seals) or "
@@ -292,7 +292,7 @@ def _run_workers(
         host=host,
         port=port,
         workers=workers,
-        http="mrtr.transport.http_server:worker_protocol",
+        http="mrtr.transport.http_serve:worker_protocol",
         ws="none",
         lifespan="on",
         access_log=False,
@@ -306,7 +306,7 @@ def _run_workers(
 def make_app() -> StreamableHTTPApp:
     """The app of one worker process: the server `MRTR_TARGET` names, with the settings and
     connection limits of the `MRTR_*` variables (an app factory for uvicorn's `--factory`)."""
-    from ..transport.http_server import worker_app
+    from ..transport.http_serve import worker_app
 
     configure_logging(log_level() or "warning")
     target = serve_target()

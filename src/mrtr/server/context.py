@@ -24,9 +24,9 @@ from ..inputs import (
     ROOTS_LIST,
     SAMPLING_CREATE_MESSAGE,
     InputRequest,
-    make_input_request_for_elicitation,
-    make_input_request_for_roots,
-    make_input_request_for_sampling,
+    elicit_request,
+    roots_request,
+    sample_request,
 )
 from ..protocol import jsonrpc
 from ..protocol import meta as meta_keys
@@ -38,7 +38,6 @@ from ..protocol.types import (
     ElicitResultTyped,
     ListRootsResult,
     SamplingMessage,
-    TextContent,
 )
 from ._engine import replay_check
 from ._engine.capabilities import Capable
@@ -551,7 +550,7 @@ class RequestContext(InjectedContext):
         if request is None:
             raise TypeError("ctx.elicit needs a message: ctx.elicit(message, schema)")
         if isinstance(request, ElicitRequestParams):
-            return self.question(make_input_request_for_elicitation(request), key=key)
+            return self.question(elicit_request(request), key=key)
         if isinstance(schema, dict) or schema is None:
             # The common case builds the wire params directly: no model round trip per ask.
             params = {
@@ -566,7 +565,7 @@ class RequestContext(InjectedContext):
             requested_schema=_schema_of(schema),  # type: ignore[arg-type]
         )
         return self.question(
-            make_input_request_for_elicitation(form),
+            elicit_request(form),
             key=key,
             convert=typed_elicit_converter(schema),  # type: ignore[arg-type]
         )
@@ -575,8 +574,7 @@ class RequestContext(InjectedContext):
         self, message: str, url: str, *, key: str | None = None
     ) -> Question[ElicitResult]:
         """Send the user to `url` (URL mode) and learn whether they went through with it."""
-        params = ElicitRequestParams(message=message, mode="url", url=url)
-        return self.question(make_input_request_for_elicitation(params), key=key)
+        return self.question(elicit_request(message, url=url), key=key)
 
     def sample(
         self,
@@ -587,22 +585,12 @@ class RequestContext(InjectedContext):
         key: str | None = None,
     ) -> Question[CreateMessageResult]:
         """Ask the client's LLM for a completion (`sampling/createMessage`)."""
-        if isinstance(prompt, CreateMessageRequestParams):
-            params = prompt
-        else:
-            messages = (
-                [SamplingMessage(role="user", content=TextContent(text=prompt))]
-                if isinstance(prompt, str)
-                else prompt
-            )
-            params = CreateMessageRequestParams(
-                messages=messages, max_tokens=max_tokens, system_prompt=system_prompt
-            )
-        return self.question(make_input_request_for_sampling(params), key=key)
+        request = sample_request(prompt, max_tokens=max_tokens, system_prompt=system_prompt)
+        return self.question(request, key=key)
 
     def list_roots(self, *, key: str | None = None) -> Question[ListRootsResult]:
         """Ask the client for its roots (`roots/list`)."""
-        return self.question(make_input_request_for_roots(), key=key)
+        return self.question(roots_request(), key=key)
 
     def ask(self, requests: Mapping[str, InputRequest]) -> Batch:
         """Ask several questions in one round; awaiting gives `{key: answer}`."""

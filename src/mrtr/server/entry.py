@@ -31,17 +31,17 @@ from typing import TYPE_CHECKING, Any
 from ..protocol import jsonrpc
 from ..protocol.era import Era, classify
 from ..protocol.errors import INTERNAL_ERROR, McpError
+from ._engine.outcome import stops_for_input
 from .inbound import Inbound
 from .middleware import CallNext, Middleware, compose, restore_round
-from .replay import stops_for_input
 
 if TYPE_CHECKING:
+    from ._engine.rounds import RoundKeeper
     from .context import NotifySink
     from .inbound import ContextFactory
     from .legacy import LegacyMethods
     from .modern import ModernMethods
     from .options import ServerOptions
-    from .rounds import RoundKeeper
     from .session import LegacySession
 
 logger = logging.getLogger("mrtr.server")

@@ -26,17 +26,17 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import INTERNAL_ERROR, McpError, invalid_params
+from ._engine.outcome import Failure, run_unasking
 from .primitives import tool_error
-from .replay import Failure, run_unasking
 from .signature import FunctionSignature, ValidationFailure
 from .worker_threads import WorkerPool
 
 if TYPE_CHECKING:
+    from ._engine.rounds import RoundKeeper
     from .context import RequestContext
     from .inbound import Inbound
     from .options import ServerOptions
     from .registry import Registry
-    from .rounds import RoundKeeper
     from .tasks import TaskManager
 
 logger = logging.getLogger("mrtr.server")

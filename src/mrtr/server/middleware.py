@@ -33,12 +33,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import McpError
-from .replay import RoundState
+from ._engine.round_state import RoundState
 from .request_state import InvalidRequestState, VerifiedState, verify_request_state
 
 if TYPE_CHECKING:
+    from ._engine.rounds import RoundKeeper
     from .context import RequestContext
-    from .rounds import RoundKeeper
 
 #: Goes on to the next middleware, or to the server: gives the result or raises `McpError`.
 CallNext = Callable[["RequestContext"], Awaitable[dict[str, Any]]]

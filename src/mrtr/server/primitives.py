@@ -30,10 +30,10 @@ from ..protocol.types import (
     TextResourceContents,
     ToolAnnotations,
 )
+from ._engine.outcome import Failure
 from .content import _Media
 from .docstrings import parse_docstring
 from .media import binary_content
-from .replay import Failure
 from .signature import AnyFunction, FunctionSignature, OutputMismatch, OutputShape
 from .tasks.settings import TaskSettings, task_settings
 from .tool_error import ToolError, failure_text

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
 from ..protocol.types import Icon, Implementation
 from ..settings import http_options, request_state_key, request_state_verify_keys, server_options
+from ._engine.rounds import RoundKeeper
 from .context import NotifySink, context_factory
 from .entry import Entry
 from .invocation import Invocation
@@ -42,7 +43,6 @@ from .primitives import (
     ToolFields,
 )
 from .registry import Registry
-from .rounds import RoundKeeper
 from .serving import run_loop, until_terminated
 from .session import LegacySession
 from .subscriptions import (
@@ -349,7 +349,7 @@ class Server:
 
     def asgi_app(self, **kwargs: Any) -> Any:
         """An ASGI app serving this server over Streamable HTTP at `/mcp` (HTTP+SSE at `/sse`)."""
-        from ..transport.http_server import StreamableHTTPApp
+        from ..transport.http_app import StreamableHTTPApp
 
         return StreamableHTTPApp(self, **kwargs)
 
@@ -361,7 +361,7 @@ class Server:
 
             run_loop(until_terminated(serve_stdio(self, **kwargs)))
         elif transport == "http":
-            from ..transport.http_server import serve_http
+            from ..transport.http_serve import serve_http
 
             run_loop(serve_http(self, **{**http_options(), **kwargs}))
         else:

@@ -273,7 +273,7 @@ def worker_app(server: ServerEndpoint, **options: Any) -> StreamableHTTPApp:
 
 
 def worker_protocol(**kwargs: Any) -> asyncio.Protocol:
-    """uvicorn's `http=` for worker processes (`mrtr.transport.http_server:worker_protocol`):
+    """uvicorn's `http=` for worker processes (`mrtr.transport.http_serve:worker_protocol`):
     a connection bounded by the limits of this process's `worker_app`."""
     if _worker is None:
         raise RuntimeError(

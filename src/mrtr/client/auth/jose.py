@@ -1,6 +1,6 @@
 """Signed JWTs the client makes: `private_key_jwt` client assertions (RFC 7523 2.2) and DPoP
 proofs (RFC 9449). Both on `joserfc`, imported only when a JWT is first needed, so a client
-that never signs anything never loads it (`pip install "mrtr[auth]"` brings it)."""
+that never signs anything never loads it."""
 
 from __future__ import annotations
 
@@ -8,31 +8,19 @@ import base64
 import hashlib
 import secrets
 import time
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 _ASSERTION_LIFETIME = 300  # seconds
 
 
-def _joserfc() -> Any:
-    try:
-        import joserfc.jwk
-        import joserfc.jwt  # noqa: F401 - loads the submodule; callers use `joserfc.jwt`
-    except ImportError:  # pragma: no cover - depends on the installation
-        from .discovery import AuthorizationFailed
-
-        raise AuthorizationFailed(
-            "signing JWTs (private_key_jwt, DPoP) needs joserfc: pip install 'mrtr[auth]'"
-        ) from None
-    return joserfc
-
-
 def client_assertion(client_id: str, audience: str, private_key_pem: str, algorithm: str) -> str:
     """A JWT authenticating `client_id` at the authorization server `audience` (its issuer),
     signed with the client's private key (PEM)."""
-    jose = _joserfc()
-    key = jose.jwk.import_key(private_key_pem.encode(), _key_type(algorithm))
+    from joserfc import jwk, jwt  # on first use: a client that signs nothing never loads it
+
+    key = jwk.import_key(private_key_pem.encode(), _key_type(algorithm))
     now = int(time.time())
     claims = {
         "iss": client_id,
@@ -42,10 +30,10 @@ def client_assertion(client_id: str, audience: str, private_key_pem: str, algori
         "exp": now + _ASSERTION_LIFETIME,
         "jti": secrets.token_urlsafe(16),
     }
-    return str(jose.jwt.encode({"alg": algorithm, "typ": "JWT"}, claims, key))
+    return str(jwt.encode({"alg": algorithm, "typ": "JWT"}, claims, key))
 
 
-def _key_type(algorithm: str) -> str:
+def _key_type(algorithm: str) -> Literal["EC", "OKP", "RSA"]:
     if algorithm.startswith("ES"):
         return "EC"
     if algorithm == "EdDSA":
@@ -59,12 +47,14 @@ class DPoPKey:
     algorithm = "ES256"
 
     def __init__(self, private_jwk: dict[str, Any] | None = None) -> None:
-        jose = _joserfc()
+        from joserfc import jwt  # on first use: a client that signs nothing never loads it
+        from joserfc.jwk import ECKey
+
         if private_jwk is None:
-            self._key = jose.jwk.ECKey.generate_key("P-256")
+            self._key = ECKey.generate_key("P-256")
         else:
-            self._key = jose.jwk.ECKey.import_key(private_jwk)
-        self._jwt = jose.jwt
+            self._key = ECKey.import_key(private_jwk)
+        self._jwt = jwt
 
     @property
     def private_jwk(self) -> dict[str, Any]:

@@ -9,8 +9,6 @@ allow-list (never `none`, never a shared-secret HMAC), `iss`, `aud` naming this 
 (required) and `nbf` with `leeway` seconds of clock skew, and the header's `typ`: `at+jwt` (or
 `application/at+jwt`), so an ID token, a logout token, a security event or an ID-JAG signed by
 the same issuer is never taken for an access token.
-
-Needs `joserfc` (`pip install "mrtr[auth]"`).
 """
 
 from __future__ import annotations
@@ -24,16 +22,13 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from joserfc import jws, jwt
+from joserfc.errors import InvalidKeyIdError, JoseError
+from joserfc.jwk import KeySet, import_key
+
 from .json_fetch import fetch_json
 from .settings import audience_matches, canonical_resource
 from .token import AccessToken, VerifierUnavailable, audiences, split_scopes
-
-try:
-    from joserfc import jws, jwt
-    from joserfc.errors import InvalidKeyIdError, JoseError
-    from joserfc.jwk import KeySet, import_key
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("JWTVerifier needs joserfc: pip install 'mrtr[auth]' (or joserfc)") from exc
 
 logger = logging.getLogger("mrtr.auth")
 _UNTYPED = object()

@@ -41,18 +41,18 @@ from typing import TYPE_CHECKING, Any
 from ...protocol import jsonrpc
 from ...protocol import tasks as wire
 from ...protocol.errors import INTERNAL_ERROR, McpError, invalid_params
+from .._engine.questions import validate_answer
 from ..budgets import Tally, holder, refusal, tally_for
 from ..input_bounds import check_responses
-from ..replay import validate_answer
 from ..store import MemoryStore
 from .record import TaskRecord
 from .run import TaskRound, TaskRun
 from .storage import TaskStore
 
 if TYPE_CHECKING:
+    from .._engine.rounds import Render, Round
     from ..context import RequestContext
     from ..options import ServerOptions
-    from ..rounds import Render, Round
     from ..subscriptions import SubscriptionHub
     from .settings import TaskSettings
 
