@@ -21,13 +21,14 @@ nothing below rests on one message arriving once. Rules:
    too.
 3. B waits for the outcome, looking at the store with a backoff and woken by A's signal. Each
    instance keeps a liveness key while its relay runs (`mrtr/proxy/alive/<instance>`,
-   rewritten every `ALIVE_TTL` / 3 seconds, living `ALIVE_TTL`). If A's key stays missing for
-   `ALIVE_TTL` seconds (A stopped: a kill -9 included), or A, alive, leaves the round untaken
-   for `TAKE_TIMEOUT` seconds, B answers -32603 saying the instance holding the call is gone,
-   with `data.mayHaveRun` true (the backend call died with A, maybe after its effect). A
-   claim that lapses while A lives (its renewal failed) is signalled again, and A takes the
-   round up where it was (a re-attach, `held.py` rule 2). That answer is B's, never written
-   as the round's outcome: a re-send of the round waits for A again.
+   rewritten every `ALIVE_TTL` / 4 seconds, living `ALIVE_TTL`). If A's key stays missing for
+   `ALIVE_GRACE` seconds while the store answers (A stopped: a kill -9 included; an outage
+   restarts the count, so a live A has time to write it again), or A, alive, leaves the
+   round untaken for `TAKE_TIMEOUT` seconds, B answers -32603 saying the instance holding
+   the call is gone, with `data.mayHaveRun` true (the backend call died with A, maybe after
+   its effect). A claim that lapses while A lives (its renewal failed) is signalled again,
+   and A takes the round up where it was (a re-attach, `held.py` rule 2). That answer is
+   B's, never written as the round's outcome: a re-send of the round waits for A again.
 4. The backend's logs and progress during the round go from A to B on B's channel, each
    counted (`note <round> <JSON>`), and B passes them on to the client in order, on the
    retry's stream. The outcome says how many A sent: B answers once it has passed them all
@@ -69,8 +70,11 @@ logger = logging.getLogger("mrtr.proxy")
 
 #: Seconds a forwarded round may wait for a live holding instance to take it.
 TAKE_TIMEOUT = 10.0
-#: Seconds an instance's liveness key lives unless rewritten (every third of it) (rule 3).
-ALIVE_TTL = 3.0
+#: Seconds an instance's liveness key lives unless rewritten (every quarter of it) (rule 3).
+ALIVE_TTL = 2.0
+#: Seconds a holder's liveness key must stay missing, the store answering, before the holder
+#: is taken for gone: long enough for a live holder to rewrite it after a store outage.
+ALIVE_GRACE = 2 * ALIVE_TTL
 #: Seconds between two signals of a forwarded round not taken yet (rule 1).
 RESIGNAL = 0.5
 #: Seconds a taken round's claim lives unless renewed (the holder renews it while it works).
@@ -188,6 +192,7 @@ class Relay:
                 down_since = down_since or now
                 if now - down_since > STORE_GRACE:
                     raise  # rule 5: the store's retryable refusal
+                unseen_since = None  # rule 3: a key missing after an outage is counted anew
                 await asyncio.sleep(pause)
                 pause = min(MAX_POLL, pause * 2)
                 continue
@@ -196,7 +201,7 @@ class Relay:
                 outcome: dict[str, Any] = json.loads(raw)
                 return outcome
             unseen_since = None if alive else unseen_since or now
-            if unseen_since is not None and now - unseen_since > ALIVE_TTL:
+            if unseen_since is not None and now - unseen_since > ALIVE_GRACE:
                 raise _gone()  # it has not said it lives for longer than it ever waits to
             if taken:
                 untaken_since = now
@@ -263,9 +268,12 @@ class Relay:
     async def _live(self) -> None:
         """Keep this instance's liveness key (rule 3) while the relay runs."""
         while True:
-            with contextlib.suppress(StoreUnavailable):  # rule 5: written once it answers
+            try:
                 await self.store.set(_alive(self.held.instance), b"1", ALIVE_TTL)
-            await asyncio.sleep(ALIVE_TTL / 3)
+            except StoreUnavailable:
+                await asyncio.sleep(0.2)  # rule 5: written again as soon as it answers
+                continue
+            await asyncio.sleep(ALIVE_TTL / 4)
 
     async def _renew(self, claim: str) -> None:
         while True:
