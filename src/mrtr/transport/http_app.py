@@ -19,8 +19,9 @@ open. Closing a response stream, or the connection, cancels the request's handle
 Checks, in order, each with the status the spec gives and a JSON-RPC error body a person can
 act on: path (404), HTTP method (405), `Origin` against the allowlist (403; localhost only by
 default, against DNS rebinding) and `Host` when an allowlist is given (403), `Content-Type`
-(415), `Accept` (406; no header means anything goes, and a client that takes JSON but not SSE
-gets JSON with its notifications dropped), body size (413), room in the server's budget of
+(415), `Content-Encoding` other than `identity` (415: bodies are never decompressed), `Accept`
+(406; no header means anything goes, and a client that takes JSON but not SSE gets JSON with
+its notifications dropped), body size (413), room in the server's budget of
 request-body bytes in flight (503 with `Retry-After`, before the body is read), JSON (400,
 -32700), JSON-RPC shape (400, -32600), and the request metadata headers against the body
 (400, -32020 HeaderMismatch; see `headers.py`). Errors from the dispatcher keep their JSON-RPC
@@ -56,7 +57,7 @@ from ..protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, McpE
 from ..server.auth.guard import BearerGuard
 from ..server.endpoint import LifespanError
 from ..stepping import resume
-from .http_checks import HeaderChecks
+from .http_checks import HeaderChecks, encoding_refusal
 from .http_exchange import Exchange
 from .http_legacy import LegacySessions
 from .http_limits import (
@@ -309,6 +310,11 @@ class StreamableHTTPApp:
                 "Unsupported Media Type: send the JSON-RPC message as application/json",
             )
             return
+        if b"content-encoding" in headers:
+            refused = encoding_refusal(headers[b"content-encoding"])
+            if refused is not None:
+                await reject(send, 415, INVALID_REQUEST, refused)
+                return
         accept = headers.get(b"accept")
         if accept is None:
             accept_sse = True
@@ -397,6 +403,11 @@ class StreamableHTTPApp:
                 "Unsupported Media Type: send the JSON-RPC message as application/json",
             )
             return
+        if b"content-encoding" in headers:
+            refused = encoding_refusal(headers[b"content-encoding"])
+            if refused is not None:
+                await reject(send, 415, INVALID_REQUEST, refused)
+                return
         body = await self._read_body(headers, receive, send)
         if body is None:
             return

@@ -1,5 +1,8 @@
 """The header checks of a Streamable HTTP request: `Origin` and `Host` against the
-allowlists, `Content-Type`, `Accept`, and the request metadata headers against the body
+allowlists, `Content-Type`, `Content-Encoding` (none but `identity`: a compressed body is
+refused with 415 naming the header, never decoded, so a small body cannot unpack into a large
+one, nor fail later as a puzzling parse error), `Accept`, and the request metadata headers
+against the body
 (`Mcp-Method`, `MCP-Protocol-Version`, `Mcp-Name`, `Mcp-Param-*`; see `headers.py`).
 
 A client sends the same few header values again and again, so each value is worked out once
@@ -45,6 +48,18 @@ _CACHE_KEY_LIMIT = 512  # bytes of the longest header value remembered
 def show(value: str) -> str:
     """A value quoted for an error message, cut short when long."""
     return repr(value if len(value) <= 80 else value[:77] + "...")
+
+
+def encoding_refusal(value: bytes) -> str | None:
+    """Why a body sent with `Content-Encoding: value` is refused (415), or None for
+    `identity`: bodies are read as they are, never decompressed."""
+    if value.strip().lower() in (b"", b"identity"):
+        return None
+    shown = show(value.decode("latin-1"))
+    return (
+        f"Unsupported Media Type: Content-Encoding {shown} is not accepted here; send the "
+        "JSON-RPC message uncompressed"
+    )
 
 
 def mismatch(message: str) -> McpError:
