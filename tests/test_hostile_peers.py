@@ -77,7 +77,7 @@ from mrtr.protocol.errors import (
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
 from mrtr.server.auth import JWTVerifier
 from mrtr.transport.headers import encode_value
-from mrtr.transport.http_server import StreamableHTTPApp
+from mrtr.transport.http_app import StreamableHTTPApp
 from mrtr.transport.stdio_client import StdioTransport
 from oauth_as import AuthorizationServer
 from servers.soundcheck_server import SECRET_FAILURE, build
