@@ -133,13 +133,19 @@ def test_included_example_exists(block: Block) -> None:
 
 def _commands(block: Block) -> list[str]:
     commands = []
+    carried = ""  # a line ending in a backslash goes on on the next, as in a shell
     for raw in block.body.splitlines():
         line = raw.strip()
-        if block.lang == "console":
+        if carried:
+            line, carried = carried + " " + line, ""
+        elif block.lang == "console":
             if not line.startswith("$ "):
                 continue  # output
             line = line[2:]
         if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            carried = line[:-1].rstrip()
             continue
         commands.append(line)
     return commands
