@@ -71,7 +71,7 @@ logger = logging.getLogger("mrtr.proxy")
 #: Seconds a forwarded round may wait for a live holding instance to take it.
 TAKE_TIMEOUT = 10.0
 #: Seconds an instance's liveness key lives unless rewritten (every quarter of it) (rule 3).
-ALIVE_TTL = 2.0
+ALIVE_TTL = 1.0
 #: Seconds a holder's liveness key must stay missing, the store answering, before the holder
 #: is taken for gone: long enough for a live holder to rewrite it after a store outage.
 ALIVE_GRACE = 2 * ALIVE_TTL
