@@ -22,8 +22,9 @@ from mrtr.cli.forms import PATTERN_SECONDS, FormField, fields_from_schema, patte
 from mrtr.cli.listing import format_listing
 from mrtr.cli.notices import Notices
 from mrtr.cli.responder import TerminalResponder
-from mrtr.cli.results import MAX_RESULT_DEPTH, nested_deeper_than
+from mrtr.cli.results import MAX_RESULT_DEPTH
 from mrtr.protocol.tasks import DetailedTask
+from mrtr.server.input_bounds import nesting_exceeds
 
 ESC = "\x1b"
 HOSTILE = f"a{ESC}[2J\x07\x08\r\x7f\x9b\x85\u202e\u2066\u200f\u2028\ud800b"
@@ -285,11 +286,11 @@ def test_a_field_whose_pattern_runs_away_takes_the_answer() -> None:
 # --- depth --------------------------------------------------------------------------------------
 
 
-def test_nested_deeper_than_walks_models_and_json_without_recursion() -> None:
+def test_nesting_exceeds_walks_models_and_json_without_recursion() -> None:
     deep: Any = "x"
     for _ in range(100_000):
         deep = [deep]
-    assert nested_deeper_than(deep, MAX_RESULT_DEPTH)
+    assert nesting_exceeds(deep, MAX_RESULT_DEPTH)
     shallow = CallToolResult(content=[TextContent(text="hi")], structured_content={"a": [1]})
-    assert not nested_deeper_than(shallow, MAX_RESULT_DEPTH)
-    assert nested_deeper_than(CallToolResult(content=[], structured_content=deep), 64)
+    assert not nesting_exceeds(shallow, MAX_RESULT_DEPTH)
+    assert nesting_exceeds(CallToolResult(content=[], structured_content=deep), 64)

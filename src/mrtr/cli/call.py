@@ -40,10 +40,11 @@ from ..deadline import Deadline
 from ..protocol.errors import LOCAL_CODES, MISSING_REQUIRED_CLIENT_CAPABILITY, McpError
 from ..protocol.tasks import DetailedTask
 from ..protocol.types import Root
+from ..server.input_bounds import nesting_exceeds
 from .display import shown, shown_json, shown_line
 from .notices import Notices
 from .responder import SamplingRefused, TerminalResponder
-from .results import MAX_RESULT_DEPTH, format_tool_result, nested_deeper_than, pretty_json
+from .results import MAX_RESULT_DEPTH, format_tool_result, pretty_json
 from .terminal import Console, TextConsole, question_sink
 
 if TYPE_CHECKING:
@@ -179,7 +180,7 @@ class CallCommand:
         if responder.refusal is not None:  # a legacy server turned the refusal into a result
             print(f"mrtr call: stopped: {responder.refusal}", file=err)
             return 1
-        if nested_deeper_than(result, MAX_RESULT_DEPTH):
+        if nesting_exceeds(result, MAX_RESULT_DEPTH):
             print(
                 "mrtr call: error: the server broke the protocol: its result nests more than "
                 f"{MAX_RESULT_DEPTH} levels deep (not shown)",
@@ -217,7 +218,7 @@ class CallCommand:
         print(f"mrtr call: error {exc.code}: {shown_line(exc.message)}", file=err)
         if exc.data is not None:
             data = "(nested too deep to show)"
-            if not nested_deeper_than(exc.data, MAX_RESULT_DEPTH):
+            if not nesting_exceeds(exc.data, MAX_RESULT_DEPTH):
                 data = shown_json(json.dumps(exc.data, ensure_ascii=False))
             print(f"  data: {data}", file=err)
         if exc.code == MISSING_REQUIRED_CLIENT_CAPABILITY and "roots" in str(exc.data):

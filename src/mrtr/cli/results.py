@@ -4,8 +4,8 @@ Rules:
 * The text here is what the server sent, unfiltered: the command shows it through
   `display.shown` (or `display.shown_json` for `--json`) as it prints it.
 * A result nested more than `MAX_RESULT_DEPTH` levels is not shown at all
-  (`nested_deeper_than` tells, without recursion): no content a person reads is that deep,
-  and encoding it would exhaust the recursion of the encoders.
+  (`mrtr.server.input_bounds.nesting_exceeds` tells, without recursion): no content a person
+  reads is that deep, and encoding it would exhaust the recursion of the encoders.
 """
 
 from __future__ import annotations
@@ -16,35 +16,10 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from pydantic import BaseModel
-
 from ..protocol.types import CallToolResult
 
 #: The deepest nesting (objects, arrays, models) of a result that is shown.
 MAX_RESULT_DEPTH: Final = 64
-
-
-def nested_deeper_than(value: Any, limit: int) -> bool:
-    """True when `value` (JSON values and pydantic models) nests more than `limit` levels."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, BaseModel):
-            children: Any = [*node.__dict__.values(), *(node.__pydantic_extra__ or {}).values()]
-        elif isinstance(node, dict):
-            children = node.values()
-        elif isinstance(node, list | tuple):
-            children = node
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend(
-            (child, depth + 1)
-            for child in children
-            if isinstance(child, dict | list | tuple | BaseModel)
-        )
-    return False
 
 
 def pretty_json(value: Any) -> str:
@@ -143,6 +118,5 @@ __all__ = [
     "describe_block",
     "describe_resource",
     "format_tool_result",
-    "nested_deeper_than",
     "pretty_json",
 ]

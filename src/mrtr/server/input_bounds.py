@@ -49,7 +49,8 @@ _MARGIN: Final = 254 - MAX_DEPTH
 
 
 def nesting_exceeds(value: Any, limit: int) -> bool:
-    """True when `value` nests objects/arrays more than `limit` levels deep (no recursion)."""
+    """True when `value` nests objects/arrays more than `limit` levels deep (no recursion); a
+    pydantic model's fields are its children, as its JSON's would be."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
@@ -57,14 +58,18 @@ def nesting_exceeds(value: Any, limit: int) -> bool:
             children: Any = node.values()
         elif isinstance(node, list | tuple):
             children = node
+        elif isinstance(node, pydantic.BaseModel):
+            children = [*node.__dict__.values(), *(node.__pydantic_extra__ or {}).values()]
         else:
             continue
         if depth > limit:
             return True
-        stack.extend(
-            (child, depth + 1) for child in children if isinstance(child, dict | list | tuple)
-        )
+        stack.extend((child, depth + 1) for child in children if isinstance(child, _NESTS))
     return False
+
+
+#: What `nesting_exceeds` looks inside.
+_NESTS: Final = (dict, list, tuple, pydantic.BaseModel)
 
 
 def _encoded_size(value: Any) -> int:
