@@ -23,6 +23,7 @@ import pytest_asyncio
 import uvicorn
 from pydantic import Field
 
+from helpers.transport_flow import Handlers, LoopbackUvicorn, add_flow, serve
 from mrtr import (
     Client,
     McpError,
@@ -56,7 +57,6 @@ from mrtr.transport.http_client import HTTPTransport
 from mrtr.transport.http_serve import UvicornServer
 from mrtr.transport.http_server import StreamableHTTPApp
 from mrtr.transport.sse import SSEDecoder, SSEEvent, encode_event
-from transport_flow import Handlers, LoopbackUvicorn, add_flow, serve
 
 GUARD = 10.0  # seconds: only ever reached when something is broken
 SUBSCRIPTION_ID = meta_keys.SUBSCRIPTION_ID

@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from helpers.transport_flow import LoopbackUvicorn, serve
 from mrtr import Client, ClientOptions, ElicitRequestParams, ElicitResult, TextContent
 from mrtr.client import era as eras
 from mrtr.protocol.errors import (
@@ -44,7 +45,6 @@ from mrtr.protocol.errors import (
 )
 from mrtr.transport.http_client import HTTPTransport
 from mrtr.transport.sse import SSEDecoder, SSEFrame
-from transport_flow import LoopbackUvicorn, serve
 
 GUARD = 10.0  # seconds: only ever reached when something is broken
 VERSION = "2025-11-25"

@@ -23,13 +23,13 @@ from typing import Any
 import pytest
 
 import mrtr
+from helpers.mrtr_flows import accept, call_tool, error_of, request_meta, result_of
 from mrtr import Client, ClientOptions, ElicitResult, ServerOptions
 from mrtr.protocol import jsonrpc
 from mrtr.protocol.errors import INVALID_PARAMS, McpError
 from mrtr.proxy import BackendTarget, ProxyBackend, proxy_server
 from mrtr.server.store import MemoryBroker, MemoryStore, StoreUnavailable
 from mrtr.transport.stdio_server import serve_stdio
-from mrtr_flows import accept, call_tool, error_of, request_meta, result_of
 
 pytestmark = pytest.mark.timeout(120)
 
