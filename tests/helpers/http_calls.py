@@ -8,27 +8,20 @@ from typing import Any
 
 import orjson
 
-from mrtr.protocol import meta as meta_keys
+from helpers import wire
 from mrtr.transport.http_server import StreamableHTTPApp
 
 MODERN = "2026-07-28"
 
 
 def call(name: str, arguments: dict[str, Any], id: int = 1) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": id,
-        "method": "tools/call",
-        "params": {
-            "name": name,
-            "arguments": arguments,
-            "_meta": {
-                meta_keys.PROTOCOL_VERSION: MODERN,
-                meta_keys.CLIENT_INFO: {"name": "t", "version": "1"},
-                meta_keys.CLIENT_CAPABILITIES: {},
-            },
-        },
-    }
+    return wire.request(
+        "tools/call",
+        {"name": name, "arguments": arguments},
+        id=id,
+        version=MODERN,
+        client_info={"name": "t", "version": "1"},
+    )
 
 
 async def post(

@@ -10,6 +10,7 @@ from typing import Any
 
 import aiohttp
 
+from helpers import wire
 from helpers.oauth_as import AuthorizationServer
 from helpers.transport_flow import serve
 from mrtr import (
@@ -21,7 +22,6 @@ from mrtr import (
 from mrtr.client.auth import (
     AuthorizationResponse,
 )
-from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
 from mrtr.server.auth import (
     JWTVerifier,
@@ -104,13 +104,13 @@ async def protected() -> AsyncIterator[Protected]:
 
 
 def call(name: str, arguments: dict[str, Any], id: Any = 1, **params: Any) -> dict[str, Any]:
-    meta = {
-        meta_keys.PROTOCOL_VERSION: LATEST_PROTOCOL_VERSION,
-        meta_keys.CLIENT_INFO: {"name": "raw", "version": "1"},
-        meta_keys.CLIENT_CAPABILITIES: {"elicitation": {}},
-    }
-    body = {"name": name, "arguments": arguments, "_meta": meta, **params}
-    return {"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": body}
+    return wire.request(
+        "tools/call",
+        {"name": name, "arguments": arguments, **params},
+        id=id,
+        client_info={"name": "raw", "version": "1"},
+        caps={"elicitation": {}},
+    )
 
 
 def headers_for(message: dict[str, Any], token: str | None) -> dict[str, str]:

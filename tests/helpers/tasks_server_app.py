@@ -25,9 +25,9 @@ import aiohttp
 # Run as a script, only this file's own directory is on sys.path; the package lives one level up.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from helpers import wire
 from helpers.caller_header import caller
 from mrtr import RequestContext, Server, TaskSettings
-from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.tasks import EXTENSION_ID
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
 from mrtr.server.tasks import run as task_run
@@ -122,12 +122,9 @@ def request(
     id: int, method: str, params: dict[str, Any], caps: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """A 2026-07-28 request with the per-request `_meta` (tasks declared unless `caps`)."""
-    body = dict(params)
-    body["_meta"] = {
-        meta_keys.PROTOCOL_VERSION: LATEST_PROTOCOL_VERSION,
-        meta_keys.CLIENT_CAPABILITIES: WITH_TASKS if caps is None else caps,
-    }
-    return {"jsonrpc": "2.0", "id": id, "method": method, "params": body}
+    return wire.request(
+        method, params, id=id, client_info=None, caps=WITH_TASKS if caps is None else caps
+    )
 
 
 class Peer:
