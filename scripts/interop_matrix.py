@@ -17,9 +17,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / ".cache" / "interop" / "results"
 TARGET = ROOT / "docs" / "interoperability-matrix.md"
-sys.path.insert(0, str(ROOT / "tests" / "interop"))
+sys.path.insert(0, str(ROOT / "tests"))
 
-from peers import (  # noqa: E402
+from helpers.interop.peers import (  # noqa: E402
     INSPECTOR_VERSION,
     NPM_PEERS,
     PYTHON_PEERS,
@@ -72,8 +72,9 @@ def render(cells: list[dict[str, Any]]) -> str:
         "`mrtr call` against servers written with each peer. `bash scripts/test.sh` installs the",
         "peers (`scripts/interop_peers.sh`: one virtual environment or npm folder each, under",
         "`.cache/interop/`) and runs every cell as a test; a cell prints one line per check.",
-        "Known failures are listed in `tests/interop/known_failures.py` with their reasons; they",
-        "still run, and a cell whose known failure starts passing fails, so the list only shrinks.",
+        "Known failures are listed in `tests/helpers/interop/known_failures.py` with their",
+        "reasons; they still run, and a cell whose known failure starts passing fails, so the",
+        "list only shrinks.",
         "",
         f"Last run: {today}.",
         "",

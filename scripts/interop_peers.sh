@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 CACHE=.cache/interop
 
-# name -> pip requirements (the peer first). Keep in step with tests/interop/peers.py.
+# name -> pip requirements (the peer first). Keep in step with tests/helpers/interop/peers.py.
 PY_PEERS=(
     # Old mcp releases break on the pydantic of today: the one of their time, pinned with them.
     "mcp1-3=mcp==1.3.0 pydantic==2.10.6"

@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
+from helpers import wire
 from mrtr import Client, Server
 from mrtr.protocol import jsonrpc
-from mrtr.protocol import meta as meta_keys
-from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
 from suites import UNIT
 
 TESTS = Path(__file__).resolve().parent
@@ -55,11 +54,7 @@ def make_client() -> MakeClient:
 @pytest.fixture
 def request_meta() -> dict[str, Any]:
     """The `_meta` every well-formed client request carries."""
-    return {
-        meta_keys.PROTOCOL_VERSION: LATEST_PROTOCOL_VERSION,
-        meta_keys.CLIENT_INFO: {"name": "test-client", "version": "1.0.0"},
-        meta_keys.CLIENT_CAPABILITIES: {},
-    }
+    return wire.meta()
 
 
 @pytest.fixture

@@ -64,6 +64,7 @@ UNIT = frozenset(
         "test_tasks_redemption.py",
         "test_tasks_server.py",
         "test_tasks_server_app.py",
+        "test_test_imports.py",
         "test_tool_direct_path.py",
         "test_tool_results.py",
         "test_uri_template.py",

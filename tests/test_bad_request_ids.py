@@ -11,12 +11,12 @@ import aiohttp
 import orjson
 import pytest
 
+from helpers.transport_flow import GUARD, serve
 from mrtr import Server
 from mrtr.protocol import jsonrpc
 from mrtr.protocol.errors import INVALID_REQUEST
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
 from mrtr.transport.http_app import StreamableHTTPApp
-from transport_flow import GUARD, serve
 
 FLOW_SERVER = str(Path(__file__).resolve().parent / "servers" / "mrtr_flow_server.py")
 LEGACY = "2025-11-25"

@@ -16,7 +16,10 @@ import orjson
 import pytest
 import redis.asyncio
 
-from caller_header import caller
+from helpers.caller_header import caller
+from helpers.redis_instance import RedisInstance, redis_instance
+from helpers.tasks_server_app import GUARD, NAME, HttpPeer, request
+from helpers.transport_flow import serve
 from mrtr import RequestContext, Server, ServerOptions
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.errors import INVALID_PARAMS
@@ -27,9 +30,6 @@ from mrtr.server.store import Broker, MemoryStore, Store
 from mrtr.server.tasks import TaskSettings
 from mrtr.server.tasks import run as task_run
 from mrtr.transport.http_app import StreamableHTTPApp
-from redis_instance import RedisInstance, redis_instance
-from test_tasks_server_app import GUARD, NAME, HttpPeer, request
-from transport_flow import serve
 
 LEGACY = "2025-11-25"
 __all__ = ["redis_instance"]  # the fixture, used by name

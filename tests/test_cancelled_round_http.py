@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from helpers.transport_flow import serve
 from mrtr import Client, ElicitRequestParams, ElicitResult, RequestContext, Server, ServerOptions
 from mrtr.server.store import MemoryStore
-from transport_flow import serve
 
 KEY = "h" * 40
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {"ok": {"type": "boolean"}}}

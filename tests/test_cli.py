@@ -23,7 +23,7 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel, Field, TypeAdapter
 
-from loopback_process import free_port
+from helpers.loopback_process import free_port
 from mrtr import (
     CallToolResult,
     CreateMessageRequestParams,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from loopback_process import free_port
+from helpers.loopback_process import free_port
 from mrtr import Client, Server, ServerOptions
 from mrtr.cli.listing import describe
 

@@ -12,6 +12,8 @@ import pytest
 from aiohttp import web
 from joserfc.jwk import ECKey
 
+from helpers.auth_fakes import FakeMCP, FollowRedirect, fake, serving
+from helpers.oauth_as import AuthorizationServer
 from mrtr import Client
 from mrtr.cli import main
 from mrtr.cli.sign_in import command_line_oauth
@@ -26,8 +28,6 @@ from mrtr.client.auth.credentials import apply_client_auth
 from mrtr.client.auth.discovery import AuthorizationFailed
 from mrtr.client.auth.metadata import ServerMetadata
 from mrtr.protocol.errors import AUTHORIZATION_FAILED, HTTP_ERROR, McpError
-from oauth_as import AuthorizationServer
-from test_client_auth import FakeMCP, FollowRedirect, fake, serving
 
 __all__ = ["fake"]  # the fixture, imported for the tests here
 

@@ -18,12 +18,12 @@ import pytest
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from helpers.auth_fakes import FollowRedirect, serving
+from helpers.oauth_as import AuthorizationServer
 from mrtr import Client
 from mrtr.client.auth import ClientCredentials, ClientCredentialsGrant, OAuth
 from mrtr.client.auth.reach import Reach, is_internal
 from mrtr.protocol.errors import AUTHORIZATION_FAILED, McpError
-from oauth_as import AuthorizationServer
-from test_client_auth import FollowRedirect, serving
 
 SECRET = "pre-registered-secret-3b7a"
 PRM = "/.well-known/oauth-protected-resource"

@@ -18,12 +18,12 @@ from typing import Any
 import aiohttp
 import pytest
 
+from helpers.oauth_as import AuthorizationServer
+from helpers.transport_flow import serve
 from mrtr import AuthSettings, Client, ClientOptions, RequestContext, Server, ServerOptions
 from mrtr.client.auth import FileTokenStore, LoopbackRedirectHandler, OAuth, Tokens
 from mrtr.server.auth import JWTVerifier
 from mrtr.transport.http_app import StreamableHTTPApp
-from oauth_as import AuthorizationServer
-from transport_flow import serve
 
 KEY = b"e" * 32
 

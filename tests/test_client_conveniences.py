@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from loopback_process import free_port
+from helpers.loopback_process import free_port
 from mrtr import CallToolResult, Client, ClientGroup, ClientOptions, ElicitResult, McpError
 from mrtr.client import HttpServerConfig, StdioServerConfig, load_config, tool_output
 from mrtr.client.config import parse_config

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
+from helpers.transport_flow import serve
 from mrtr import Client, ClientOptions, Server
 from mrtr.client import era as eras
 from mrtr.client.options import Protocol
@@ -29,7 +30,6 @@ from mrtr.protocol.errors import (
     McpError,
 )
 from mrtr.transport.stdio_client import StdioTransport
-from transport_flow import serve
 
 SCRIPT = Path(__file__).resolve().parent / "servers" / "edge_server.py"
 _spec = importlib.util.spec_from_file_location("edge_server", SCRIPT)

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from fake_server import (
+from helpers.fake_server import (
     NEVER,
     Error,
     FakeServer,
@@ -33,6 +33,7 @@ from fake_server import (
     input_required,
     tool_text,
 )
+from helpers.transport_flow import LoopbackUvicorn, serve
 from mrtr import (
     Client,
     ClientOptions,
@@ -64,7 +65,6 @@ from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
 from mrtr.transport.http_client import HTTPTransport
 from mrtr.transport.sse import encode_event
 from mrtr.transport.stdio_client import StdioTransport
-from transport_flow import LoopbackUvicorn, serve
 
 GUARD = 10.0  # seconds: only ever reached when something is broken
 FLOW_SERVER = str(Path(__file__).resolve().parent / "servers" / "mrtr_flow_server.py")

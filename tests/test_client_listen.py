@@ -9,9 +9,9 @@ from contextlib import asynccontextmanager
 
 import pytest
 
+from helpers.transport_flow import serve
 from mrtr import Client, Server
 from mrtr.client import Change, Subscription
-from transport_flow import serve
 
 GUARD = 10.0  # seconds: only ever reached when something is broken
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from helpers.eventually import eventually
 from mrtr import Server
 from mrtr.protocol import jsonrpc
 from mrtr.server.connection import ServerConnection
@@ -70,15 +71,6 @@ def call(make_request: MakeRequest, request_id: int, name: str, **arguments: Any
     return make_request("tools/call", {"name": name, "arguments": arguments}, id=request_id)
 
 
-async def until(check: Any, what: str) -> None:
-    """Wait (bounded) until `check()` holds."""
-    for _ in range(int(GUARD / 0.005)):
-        if check():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"gave up waiting: {what}")
-
-
 async def has_room(connection: ServerConnection) -> bool:
     """Whether `room()` returns within `STILL` seconds."""
     try:
@@ -95,7 +87,9 @@ async def test_a_request_counts_until_its_answer_is_written(make_request: MakeRe
     stream.full.clear()
     connection = ServerConnection(server, stream.send, "test", max_in_flight=1)
     await connection.feed(call(make_request, 1, "echo", text="one"))
-    await until(lambda: stream.waiting == 1, "the answer waiting for the stream")
+    await eventually(
+        lambda: stream.waiting == 1, "the answer waiting for the stream", timeout=GUARD
+    )
     # The handler has ended; its answer is not written, so input waits.
     assert connection.in_flight == 1
     assert not await has_room(connection)
@@ -112,12 +106,16 @@ async def test_the_id_is_free_while_its_answer_waits(make_request: MakeRequest, 
     stream.full.clear()
     connection = ServerConnection(server, stream.send, "test", max_in_flight=2)
     await connection.feed(call(make_request, 7, tool, text="first"))
-    await until(lambda: stream.waiting == 1, "the first answer waiting for the stream")
+    await eventually(
+        lambda: stream.waiting == 1, "the first answer waiting for the stream", timeout=GUARD
+    )
     # The same id again is a new request, not "in use" (whose refusal would wait for the
     # stream too); both now count.
     async with asyncio.timeout(GUARD):
         await connection.feed(call(make_request, 7, tool, text="second"))
-    await until(lambda: stream.waiting == 2, "the second answer waiting for the stream")
+    await eventually(
+        lambda: stream.waiting == 2, "the second answer waiting for the stream", timeout=GUARD
+    )
     assert connection.in_flight == 2
     assert not await has_room(connection)
     stream.full.set()
@@ -148,7 +146,9 @@ async def test_an_answer_that_cannot_be_written_frees_its_place(
     connection = ServerConnection(server, stream.send, "test", max_in_flight=1)
     await connection.feed(call(make_request, 1, "hold"))
     opened.set()
-    await until(lambda: stream.waiting == 1, "the answer waiting for the stream")
+    await eventually(
+        lambda: stream.waiting == 1, "the answer waiting for the stream", timeout=GUARD
+    )
     assert not await has_room(connection)
     stream.closed = True  # the reader goes away: the waiting write fails
     stream.full.set()

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers.mrtr_flows import request_meta
 from mrtr import Server
 from mrtr.protocol.errors import INVALID_PARAMS
 from mrtr.server._engine.validation import describe_validation_error, quoted
 from mrtr.server.input_bounds import MAX_DEPTH
-from mrtr_flows import request_meta
 
 
 def nested(depth: int) -> Any:

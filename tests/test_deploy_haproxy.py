@@ -20,12 +20,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cluster import Cluster, haproxy_binary, write_config
+from helpers.cluster import Cluster, haproxy_binary, wait_for_file, write_config
+from helpers.mrtr_flows import http_tool_call
+from helpers.transport_flow import GUARD
 from mrtr import Client, ClientOptions, ElicitRequestParams, ElicitResult
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
-from mrtr_flows import http_tool_call
-from transport_flow import GUARD
 
 TARGET = "tests/servers/deploy_server.py:server"
 KEY = "deploy-key-" + "d" * 32
@@ -99,14 +99,6 @@ def _post_hold(port: int, name: str) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", port), timeout=GUARD)
     sock.sendall(head + body)
     return sock
-
-
-def wait_for_file(path: Path, what: str) -> None:
-    """Return once `path` exists; fail after `GUARD` seconds."""
-    deadline = time.monotonic() + GUARD
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert path.exists(), f"{what}: no {path.name} after {GUARD} s"
 
 
 async def test_a_client_that_disconnects_cancels_the_handler(

@@ -28,13 +28,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from cluster import ROOT, Cluster, haproxy_binary, restart, write_config
-from loopback_process import free_port, wait_listening
+from helpers.cluster import ROOT, Cluster, haproxy_binary, restart, wait_for_file, write_config
+from helpers.legacy_sessions import HEADERS, message, open_session
+from helpers.loopback_process import free_port, wait_listening
+from helpers.transport_flow import GUARD
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
-from test_deploy_haproxy import wait_for_file
-from test_scale_out_sessions import HEADERS, message, open_session
-from transport_flow import GUARD
 
 TARGET = "tests/servers/deploy_server.py:server"
 KEY = "drain-key-" + "r" * 32

@@ -20,7 +20,7 @@ from mrtr.server.connection import ServerConnection
 from mrtr.server.session import LegacySession
 from mrtr.transport import http_app as http_app_module
 from mrtr.transport.http_app import StreamableHTTPApp
-from test_http_fast_path import call, post
+from helpers.http_calls import call, post
 
 VERSION = meta_keys.PROTOCOL_VERSION
 CAPS = meta_keys.CLIENT_CAPABILITIES

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from loopback_process import free_port
+from helpers.loopback_process import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "authenticated_server"
@@ -60,7 +60,7 @@ def test_the_example_runs_as_its_readme_says() -> None:
     as_port, mcp_port = free_port(), free_port()
     issuer = f"http://127.0.0.1:{as_port}"
     with (
-        running("tests/oauth_as.py", "--port", str(as_port)) as auth_server,
+        running("tests/helpers/oauth_as.py", "--port", str(as_port)) as auth_server,
         running(str(EXAMPLE / "server.py"), "--port", str(mcp_port), "--issuer", issuer) as server,
     ):
         wait_for_port(as_port, auth_server)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from loopback_process import free_port, listening
+from helpers.loopback_process import free_port, listening
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "long_running_task"

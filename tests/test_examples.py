@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 import uvicorn
 
-from loopback_process import free_port
+from helpers.loopback_process import free_port
 from mrtr import (
     Client,
     ClientOptions,

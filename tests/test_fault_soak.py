@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster import haproxy_binary
+from helpers.cluster import haproxy_binary
 
 pytestmark = pytest.mark.timeout(300)
 

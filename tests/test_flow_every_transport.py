@@ -1,8 +1,8 @@
 """The same full MRTR flow (tool, prompt, resource template) over memory, stdio and HTTP.
 
-The flow and its assertions live in `transport_flow.py`; only the connection differs. stdio runs
-`servers/flow_stdio_server.py` as a child process; HTTP serves the flow server under uvicorn on a
-loopback port of this process.
+The flow and its assertions live in `helpers/transport_flow.py`; only the connection differs. stdio
+runs `servers/flow_stdio_server.py` as a child process; HTTP serves the flow server under uvicorn on
+a loopback port of this process.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.transport_flow import Handlers, build_flow_server, run_mrtr_flow, serve
 from mrtr import Client
-from transport_flow import Handlers, build_flow_server, run_mrtr_flow, serve
 
 STDIO_SERVER = str(Path(__file__).resolve().parent / "servers" / "flow_stdio_server.py")
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from loopback_process import free_port
+from helpers.loopback_process import free_port
 from mrtr import Client
 
 ROOT = Path(__file__).resolve().parent.parent

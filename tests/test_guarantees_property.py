@@ -56,7 +56,7 @@ from hypothesis.stateful import (
 )
 from redis import Redis
 
-from loopback_process import free_port, stop, wait_listening
+from helpers.loopback_process import free_port, stop, wait_listening
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.tasks import EXTENSION_ID, TERMINAL_STATUSES
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION

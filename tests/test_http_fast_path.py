@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import types
-from collections.abc import Callable, Coroutine, Generator, MutableMapping
+from collections.abc import Coroutine, Generator, MutableMapping
 from typing import Any, cast
 
 import orjson
 import pytest
 
+from helpers.http_calls import call, post
 from mrtr import Server
-from mrtr.protocol import meta as meta_keys
 from mrtr.stepping import resume
 from mrtr.transport.http_app import StreamableHTTPApp
 
-MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
 
 
@@ -46,83 +45,6 @@ def build_server() -> Server:
         return 0
 
     return server
-
-
-def call(name: str, arguments: dict[str, Any], id: int = 1) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": id,
-        "method": "tools/call",
-        "params": {
-            "name": name,
-            "arguments": arguments,
-            "_meta": {
-                meta_keys.PROTOCOL_VERSION: MODERN,
-                meta_keys.CLIENT_INFO: {"name": "t", "version": "1"},
-                meta_keys.CLIENT_CAPABILITIES: {},
-            },
-        },
-    }
-
-
-async def post(
-    app: StreamableHTTPApp,
-    message: dict[str, Any],
-    headers: dict[str, str | bytes] | None = None,
-    *,
-    then_disconnect: bool = False,
-    on_send: Callable[[MutableMapping[str, Any]], None] | None = None,
-) -> tuple[int, dict[bytes, bytes], bytes]:
-    body = orjson.dumps(message)
-    sent_headers: dict[str, str | bytes] = {
-        "content-type": "application/json",
-        "accept": "application/json, text/event-stream",
-        "content-length": str(len(body)),
-    }
-    if message.get("params", {}).get("_meta"):
-        sent_headers.update(
-            {
-                "mcp-method": message["method"],
-                "mcp-protocol-version": MODERN,
-                "mcp-name": message["params"]["name"],
-            }
-        )
-    sent_headers.update(headers or {})
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/mcp",
-        "root_path": "",
-        "headers": [
-            (k.encode(), v if isinstance(v, bytes) else v.encode()) for k, v in sent_headers.items()
-        ],
-    }
-    messages = [{"type": "http.request", "body": body, "more_body": False}]
-    gone = asyncio.Event()
-
-    async def receive() -> dict[str, Any]:
-        if messages:
-            return messages.pop(0)
-        if not then_disconnect:
-            await gone.wait()
-        return {"type": "http.disconnect"}
-
-    out: list[MutableMapping[str, Any]] = []
-
-    async def send(event: MutableMapping[str, Any]) -> None:
-        if on_send is not None:
-            on_send(event)
-        out.append(event)
-
-    await asyncio.wait_for(app(scope, receive, send), 5)
-    gone.set()
-    if not out:
-        return 0, {}, b""
-    return (
-        out[0]["status"],
-        dict(out[0]["headers"]),
-        b"".join(event.get("body", b"") for event in out[1:]),
-    )
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 import pytest
 
-from loopback_process import free_port, wait_listening
+from helpers.loopback_process import free_port, wait_listening
 from mrtr import Server
 from mrtr.cli import main
 from mrtr.transport.http_limits import HTTPLimits, connection_cap

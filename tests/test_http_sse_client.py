@@ -16,10 +16,10 @@ import pytest_asyncio
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel
 
+from helpers.sse_server import build_server
+from helpers.transport_flow import GUARD, serve
 from mrtr import Client, ElicitRequestParams, ElicitResult, McpError
 from mrtr.transport.http_app import StreamableHTTPApp
-from test_http_sse_server import build_server
-from transport_flow import GUARD, serve
 
 
 class Name(BaseModel):

@@ -17,29 +17,11 @@ import pytest
 import pytest_asyncio
 from mcp.client.sse import sse_client
 
-from mrtr import AccessToken, AuthSettings, RequestContext, Server, ServerOptions
+from helpers.sse_server import build_server
+from helpers.transport_flow import GUARD, serve
+from mrtr import AccessToken, AuthSettings
 from mrtr.server.budgets import Budgets
 from mrtr.transport.http_app import StreamableHTTPApp
-from transport_flow import GUARD, serve
-
-NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
-
-
-def build_server(**options: Any) -> Server:
-    server = Server("sse-interop", version="1.0.0", options=ServerOptions(**options))
-
-    @server.tool()
-    async def add(a: int, b: int) -> int:
-        """Add two numbers."""
-        return a + b
-
-    @server.tool()
-    async def greet(ctx: RequestContext) -> str:
-        """Ask the user's name."""
-        answer = await ctx.elicit("Your name?", NAME)
-        return f"hello {(answer.content or {}).get('name')} ({answer.action})"
-
-    return server
 
 
 async def elicit(context: Any, params: Any) -> mcp_types.ElicitResult:

@@ -23,6 +23,8 @@ import pytest_asyncio
 import uvicorn
 from pydantic import Field
 
+from helpers.eventually import eventually
+from helpers.transport_flow import Handlers, LoopbackUvicorn, add_flow, serve
 from mrtr import (
     Client,
     McpError,
@@ -56,7 +58,6 @@ from mrtr.transport.http_app import StreamableHTTPApp
 from mrtr.transport.http_client import HTTPTransport
 from mrtr.transport.http_serve import UvicornServer
 from mrtr.transport.sse import SSEDecoder, SSEEvent, encode_event
-from transport_flow import Handlers, LoopbackUvicorn, add_flow, serve
 
 GUARD = 10.0  # seconds: only ever reached when something is broken
 SUBSCRIPTION_ID = meta_keys.SUBSCRIPTION_ID
@@ -83,15 +84,6 @@ def serve_in_thread(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(GUARD)
-
-
-async def eventually(check: Callable[[], bool], what: str) -> None:
-    """Wait (bounded) until `check()` holds."""
-    for _ in range(int(GUARD / 0.005)):
-        if check():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"gave up waiting for {what}")
 
 
 class Recorder:
@@ -795,11 +787,11 @@ async def test_client_going_away_cancels_the_handler(url: str, streaming: bool) 
         call = asyncio.create_task(
             client.call_tool("wait_forever", {"label": label}, progress_callback=progress)
         )
-        await eventually(probe.started.is_set, "the handler to start")
+        await eventually(probe.started.is_set, "the handler to start", timeout=GUARD)
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
-        await eventually(probe.cancelled.is_set, "the handler to be cancelled")
+        await eventually(probe.cancelled.is_set, "the handler to be cancelled", timeout=GUARD)
 
 
 async def test_request_timeout_closes_the_stream_and_cancels_the_handler(url: str) -> None:
@@ -812,7 +804,7 @@ async def test_request_timeout_closes_the_stream_and_cancels_the_handler(url: st
         assert raised.value.code == REQUEST_TIMEOUT
         assert "within 1 s" in raised.value.message
         assert probe.started.is_set()
-        await eventually(probe.cancelled.is_set, "the handler to be cancelled")
+        await eventually(probe.cancelled.is_set, "the handler to be cancelled", timeout=GUARD)
 
 
 # --- the client against misbehaving servers ----------------------------------------------------
@@ -1137,7 +1129,7 @@ async def test_listen_acknowledges_then_delivers_tools_list_changed() -> None:
         serve(server.asgi_app()) as base,
         listening(base + "/mcp", listen_request(77, toolsListChanged=True)) as (received, _),
     ):
-        await eventually(lambda: len(received) == 1, "the acknowledgement")
+        await eventually(lambda: len(received) == 1, "the acknowledgement", timeout=GUARD)
         assert received[0] == {
             "jsonrpc": "2.0",
             "method": "notifications/subscriptions/acknowledged",
@@ -1145,7 +1137,9 @@ async def test_listen_acknowledges_then_delivers_tools_list_changed() -> None:
         }
         server.notify_prompts_changed()  # not asked for: never sent
         server.notify_tools_changed()
-        await eventually(lambda: len(received) == 2, "the tools list-changed notification")
+        await eventually(
+            lambda: len(received) == 2, "the tools list-changed notification", timeout=GUARD
+        )
         assert received[1] == {
             "jsonrpc": "2.0",
             "method": "notifications/tools/list_changed",
@@ -1156,7 +1150,9 @@ async def test_listen_acknowledges_then_delivers_tools_list_changed() -> None:
         def late() -> str:  # registering a tool while serving announces it too
             return "late"
 
-        await eventually(lambda: len(received) == 3, "the announcement of a new tool")
+        await eventually(
+            lambda: len(received) == 3, "the announcement of a new tool", timeout=GUARD
+        )
         assert received[2]["method"] == "notifications/tools/list_changed"
 
 
@@ -1164,14 +1160,14 @@ async def test_listen_delivers_resource_updates_only_for_subscribed_uris() -> No
     server = subscription_server()
     request = listen_request(5, resourceSubscriptions=["file:///watched.txt"], unknownFlag=True)
     async with serve(server.asgi_app()) as base, listening(base + "/mcp", request) as (received, _):
-        await eventually(lambda: len(received) == 1, "the acknowledgement")
+        await eventually(lambda: len(received) == 1, "the acknowledgement", timeout=GUARD)
         assert received[0]["params"]["notifications"] == {
             "resourceSubscriptions": ["file:///watched.txt"]
         }
         server.notify_resource_updated("file:///other.txt")
         server.notify_tools_changed()
         server.notify_resource_updated("file:///watched.txt")
-        await eventually(lambda: len(received) == 2, "the update")
+        await eventually(lambda: len(received) == 2, "the update", timeout=GUARD)
         assert received[1]["method"] == "notifications/resources/updated"
         assert received[1]["params"] == {
             "_meta": {SUBSCRIPTION_ID: 5},
@@ -1188,7 +1184,7 @@ async def test_acknowledgement_leaves_out_types_the_server_does_not_offer() -> N
 
     request = listen_request(1, toolsListChanged=True, promptsListChanged=True)
     async with serve(server.asgi_app()) as base, listening(base + "/mcp", request) as (received, _):
-        await eventually(lambda: len(received) == 1, "the acknowledgement")
+        await eventually(lambda: len(received) == 1, "the acknowledgement", timeout=GUARD)
         assert received[0]["params"]["notifications"] == {"toolsListChanged": True}
 
 
@@ -1198,7 +1194,7 @@ async def test_server_ends_listen_streams_gracefully() -> None:
         serve(server.asgi_app()) as base,
         listening(base + "/mcp", listen_request(12, toolsListChanged=True)) as (received, task),
     ):
-        await eventually(lambda: len(received) == 1, "the acknowledgement")
+        await eventually(lambda: len(received) == 1, "the acknowledgement", timeout=GUARD)
         server.close_subscriptions()
         response = await asyncio.wait_for(task, GUARD)
     assert response["id"] == 12
@@ -1211,7 +1207,7 @@ async def test_shutdown_ends_listen_streams_before_draining_connections() -> Non
     config = uvicorn.Config(server.asgi_app(), host="127.0.0.1", port=0, log_level="warning")
     runner = UvicornServer(config, server)
     serving = asyncio.create_task(runner.serve())
-    await eventually(lambda: runner.started, "uvicorn to start")
+    await eventually(lambda: runner.started, "uvicorn to start", timeout=GUARD)
     port = runner.servers[0].sockets[0].getsockname()[1]
     async with listening(
         f"http://127.0.0.1:{port}/mcp", listen_request(3, toolsListChanged=True)
@@ -1219,7 +1215,7 @@ async def test_shutdown_ends_listen_streams_before_draining_connections() -> Non
         received,
         task,
     ):
-        await eventually(lambda: len(received) == 1, "the acknowledgement")
+        await eventually(lambda: len(received) == 1, "the acknowledgement", timeout=GUARD)
         runner.should_exit = True
         response = await asyncio.wait_for(task, GUARD)
         assert response["result"]["_meta"][SUBSCRIPTION_ID] == 3
@@ -1233,9 +1229,11 @@ async def test_closing_the_listen_stream_ends_the_subscription() -> None:
             received,
             _,
         ):
-            await eventually(lambda: len(received) == 1, "the acknowledgement")
+            await eventually(lambda: len(received) == 1, "the acknowledgement", timeout=GUARD)
             assert len(server._subscriptions) == 1
-        await eventually(lambda: len(server._subscriptions) == 0, "the subscription to end")
+        await eventually(
+            lambda: len(server._subscriptions) == 0, "the subscription to end", timeout=GUARD
+        )
 
 
 async def test_quiet_listen_stream_gets_keepalive_comments() -> None:

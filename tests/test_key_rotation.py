@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from helpers.mrtr_flows import accept, call_tool
 from mrtr import RequestContext, Server, ServerOptions
 from mrtr.server.request_state import (
     InvalidRequestState,
@@ -21,7 +22,6 @@ from mrtr.server.request_state import (
     verify_request_state,
 )
 from mrtr.settings import SettingsError, server_options
-from mrtr_flows import accept, call_tool
 
 OLD, NEW = "o" * 40, "n" * 40
 BINDING = StateBinding("tools/call", "t", digest_arguments({}), "rot")

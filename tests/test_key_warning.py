@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from loopback_process import free_port, listening
+from helpers.loopback_process import free_port, listening
+from helpers.redis_instance import RedisInstance, redis_instance  # noqa: F401  (a fixture)
 from mrtr import Server, ServerOptions
 from mrtr.server.redis_store import RedisStore
-from redis_instance import RedisInstance, redis_instance  # noqa: F401  (a fixture)
 
 WARNING = "has no request-state key: other instances will refuse its rounds"
 KEY = "shared-key-" + "k" * 32

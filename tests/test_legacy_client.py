@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fake_server import (
+from helpers.fake_server import (
     NEVER,
     Delayed,
     Error,

@@ -15,6 +15,7 @@ import aiohttp
 import orjson
 import pytest
 
+from helpers.transport_flow import GUARD, serve
 from mrtr import RequestContext, Server, ServerOptions
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.errors import (
@@ -28,7 +29,6 @@ from mrtr.server import InputRequiredConfig
 from mrtr.transport.http_app import StreamableHTTPApp
 from mrtr.transport.http_legacy import MAX_SESSION_REQUESTS, close_sse_stream
 from mrtr.transport.sse_events import STANDALONE, EventLog, ReplayGap, parse_event_id
-from transport_flow import GUARD, serve
 
 LEGACY = "2025-11-25"
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}}

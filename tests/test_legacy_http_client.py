@@ -28,6 +28,8 @@ from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from helpers.eventually import eventually
+from helpers.transport_flow import LoopbackUvicorn, serve
 from mrtr import Client, ClientOptions, ElicitRequestParams, ElicitResult, TextContent
 from mrtr.client import era as eras
 from mrtr.protocol.errors import (
@@ -44,7 +46,6 @@ from mrtr.protocol.errors import (
 )
 from mrtr.transport.http_client import HTTPTransport
 from mrtr.transport.sse import SSEDecoder, SSEFrame
-from transport_flow import LoopbackUvicorn, serve
 
 GUARD = 10.0  # seconds: only ever reached when something is broken
 VERSION = "2025-11-25"
@@ -111,15 +112,6 @@ async def connected(
         yield transport
     finally:
         await transport.close()
-
-
-async def eventually(check: Callable[[], bool], what: str) -> None:
-    """Wait (bounded) until `check()` holds."""
-    for _ in range(int(GUARD / 0.005)):
-        if check():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"gave up waiting for {what}")
 
 
 # --- the official SDK's server ----------------------------------------------------------------
@@ -247,7 +239,9 @@ async def serve_recorded(app: Any) -> AsyncIterator[tuple[str, Recorder]]:
     task = asyncio.create_task(server.serve())
     url = ""
     try:
-        await eventually(lambda: server.started or task.done(), "the official server to start")
+        await eventually(
+            lambda: server.started or task.done(), "the official server to start", timeout=GUARD
+        )
         assert server.started, "the official server did not start"
         port = server.servers[0].sockets[0].getsockname()[1]
         url = f"http://127.0.0.1:{port}/mcp"
@@ -320,7 +314,9 @@ async def test_official_server_session_notification_arrives_on_the_get_stream() 
         await handshake(transport)
         result = await transport.request(call(1, "announce"))
         assert result["result"]["content"][0]["text"] == "announced"
-        await eventually(lambda: bool(peer.notifications), "the list-changed notification")
+        await eventually(
+            lambda: bool(peer.notifications), "the list-changed notification", timeout=GUARD
+        )
         assert peer.notifications == [
             {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
         ]
@@ -711,7 +707,7 @@ async def test_replayed_repeated_and_out_of_order_events_are_delivered_once() ->
         result = await transport.request(call(4, "work"))
         assert result == response(4)
         assert peer.notifications == [progress(1), progress(2)]
-        await eventually(lambda: bool(server.answers()), "the answer to roots/list")
+        await eventually(lambda: bool(server.answers()), "the answer to roots/list", timeout=GUARD)
         assert peer.requests == [ask]  # answered once
         # The cursor is the newest id that arrived, not the largest one.
         assert server.recorder.of("GET")[-1].headers["last-event-id"] == "3"
@@ -807,7 +803,9 @@ async def test_get_stream_that_keeps_closing_is_given_up_after_bounded_attempts(
     async with scripted() as (url, server), connected(url, max_resumptions=3) as transport:
         server.on_get = closes_at_once
         await handshake(transport)
-        await eventually(lambda: len(server.recorder.of("GET")) >= 3, "the reconnections")
+        await eventually(
+            lambda: len(server.recorder.of("GET")) >= 3, "the reconnections", timeout=GUARD
+        )
         await asyncio.sleep(0.2)
         assert len(server.recorder.of("GET")) == 3
 
@@ -826,7 +824,7 @@ async def test_get_stream_delivers_notifications_and_answers_requests() -> None:
     async with scripted() as (url, server), connected(url, peer) as transport:
         server.on_get = session_stream
         await handshake(transport)
-        await eventually(lambda: bool(server.answers()), "the answer to ping")
+        await eventually(lambda: bool(server.answers()), "the answer to ping", timeout=GUARD)
         assert peer.notifications == [
             {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
         ]
@@ -842,7 +840,7 @@ async def test_server_requests_without_a_handler_or_with_a_failing_one_get_error
     async def asks(exchange: Exchange) -> None:
         await exchange.open_stream()
         await exchange.event(sample)
-        await eventually(lambda: bool(server.answers()), "the answer")
+        await eventually(lambda: bool(server.answers()), "the answer", timeout=GUARD)
         await exchange.event(response((exchange.hit.message() or {})["id"]))
         await exchange.end()
 
@@ -883,11 +881,15 @@ async def test_cancelling_a_legacy_request_tells_the_server() -> None:
         await handshake(transport)
         server.on_call = never_answers
         task = asyncio.create_task(transport.request(call(11, "work")))
-        await eventually(lambda: bool(server.posts("tools/call")), "the call to go out")
+        await eventually(
+            lambda: bool(server.posts("tools/call")), "the call to go out", timeout=GUARD
+        )
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        await eventually(lambda: bool(server.posts("notifications/cancelled")), "the cancel")
+        await eventually(
+            lambda: bool(server.posts("notifications/cancelled")), "the cancel", timeout=GUARD
+        )
         (cancel,) = server.posts("notifications/cancelled")
         assert cancel.message()["params"]["requestId"] == 11
         assert cancel.headers["mcp-session-id"] == "sess-1"

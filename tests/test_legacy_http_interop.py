@@ -14,10 +14,10 @@ import mcp_types
 import pytest
 import pytest_asyncio
 
+from helpers.transport_flow import GUARD, serve
 from mrtr import InputRequiredResult, RequestContext, Server, elicit_request, roots_request
 from mrtr.transport.http_app import StreamableHTTPApp
 from mrtr.transport.http_legacy import close_sse_stream
-from transport_flow import GUARD, serve
 
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 

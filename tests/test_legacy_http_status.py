@@ -19,10 +19,10 @@ import mcp_types
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from helpers.transport_flow import GUARD, serve
 from mrtr import Server
 from mrtr.protocol.errors import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
 from mrtr.transport.http_app import StreamableHTTPApp
-from transport_flow import GUARD, serve
 
 LEGACY = "2025-11-25"
 

@@ -24,6 +24,8 @@ from typing import Any
 import orjson
 import pytest
 
+from helpers.redis_instance import RedisInstance, redis_instance
+from helpers.transport_flow import serve
 from mrtr import (
     Client,
     ClientOptions,
@@ -41,8 +43,6 @@ from mrtr.protocol.errors import (
     McpError,
 )
 from mrtr.server.redis_store import RedisBroker, RedisStore
-from redis_instance import RedisInstance, redis_instance
-from transport_flow import serve
 
 __all__ = ["redis_instance"]  # the fixture, used by name
 

@@ -23,7 +23,7 @@ import mcp
 import pytest
 from mcp.client.stdio import StdioServerParameters
 
-from loopback_process import free_port
+from helpers.loopback_process import free_port
 from mrtr import Client, LifespanError, RequestContext, Server, State
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION

@@ -5,11 +5,11 @@ answered by the client's own handlers, as on stdio."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from helpers.eventually import eventually
 from mrtr import (
     Client,
     CreateMessageRequestParams,
@@ -65,15 +65,6 @@ async def slow(ctx: RequestContext) -> str:
     return "late"
 
 
-async def until(condition: Callable[[], bool]) -> None:
-    """Wait (up to 10 s) for `condition`, which another task makes true."""
-    for _ in range(1000):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the condition never became true")
-
-
 def text(result: Any) -> str:
     return " ".join(c.text for c in result.content if isinstance(c, TextContent))
 
@@ -118,12 +109,12 @@ async def test_roots_and_sampling_are_answered_live_too() -> None:
 async def test_a_legacy_in_memory_call_can_be_cancelled() -> None:
     async with Client.in_memory(server, options=ClientOptions(protocol="legacy")) as client:
         call = asyncio.ensure_future(client.call_tool("slow", {}))
-        await until(lambda: bool(STARTED))
+        await eventually(lambda: bool(STARTED), "the handler to start", timeout=10.0)
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
         # `notifications/cancelled` reached the handler while the session stays open.
-        await until(lambda: bool(CANCELLED))
+        await eventually(lambda: bool(CANCELLED), "the handler to be cancelled", timeout=10.0)
         assert CANCELLED == ["legacy session"]
         assert "slow" in [t.name for t in (await client.list_tools()).tools]
 

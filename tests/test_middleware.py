@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from loopback_process import free_port
+from helpers.loopback_process import free_port
 from mrtr import Client, ElicitResult, McpError, RequestContext, Server, ServerOptions
 from mrtr.middleware import (
     RATE_LIMITED,

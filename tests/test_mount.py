@@ -24,7 +24,7 @@ import mcp_types
 import pytest
 from mcp.client.stdio import StdioServerParameters
 
-from loopback_process import free_port, listening
+from helpers.loopback_process import free_port, listening
 from mrtr import (
     Client,
     CreateMessageRequestParams,

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 import mrtr
-from interop.peers import NODE, npm_package
-from loopback_process import free_port, listening
+from helpers.interop.peers import NODE, npm_package
+from helpers.loopback_process import free_port, listening
 from mrtr import Client, ClientOptions, ElicitResult, LifespanError, Server
 from mrtr.client.options import RoundInfo
 from mrtr.proxy import ProxyBackend

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from fake_server import (
+from helpers.fake_server import (
     NEVER,
     Delayed,
     Error,
@@ -24,6 +24,7 @@ from fake_server import (
     sampling,
     tool_text,
 )
+from helpers.mrtr_flows import Answers
 from mrtr import (
     CallToolResult,
     Client,
@@ -54,7 +55,6 @@ from mrtr.protocol.errors import (
 )
 from mrtr.protocol.tasks import EXTENSION_ID as TASKS_EXTENSION
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
-from mrtr_flows import Answers
 
 #: What every request declares besides its handlers: the tasks extension (on by default).
 TASKS = {"extensions": {TASKS_EXTENSION: {}}}

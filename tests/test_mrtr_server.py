@@ -15,6 +15,15 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from helpers.mrtr_flows import (
+    Answers,
+    accept,
+    call_tool,
+    error_of,
+    result_of,
+    rpc,
+    sampled,
+)
 from mrtr import (
     CallToolResult,
     Client,
@@ -44,15 +53,6 @@ from mrtr.server.request_state import (
     StateBinding,
     VerifiedState,
     verify_request_state,
-)
-from mrtr_flows import (
-    Answers,
-    accept,
-    call_tool,
-    error_of,
-    result_of,
-    rpc,
-    sampled,
 )
 
 OK_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"ok": {"type": "boolean"}}}

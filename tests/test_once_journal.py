@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from helpers.mrtr_flows import accept, call_tool, error_of, result_of
 from mrtr import McpError, RequestContext, Server, ServerOptions
 from mrtr.protocol.errors import INTERNAL_ERROR
 from mrtr.server._engine import replay
 from mrtr.server.store import MemoryStore
-from mrtr_flows import accept, call_tool, error_of, result_of
 
 KEY = "j" * 40
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {"ok": {"type": "boolean"}}}

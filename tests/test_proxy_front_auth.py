@@ -21,10 +21,10 @@ import httpx
 import pytest
 
 import mrtr
-from loopback_process import free_port, listening
+from helpers.loopback_process import free_port, listening
 from mrtr import Client
 from mrtr.protocol.errors import INTERNAL_ERROR, McpError
-from oauth_as import AuthorizationServer
+from helpers.oauth_as import AuthorizationServer
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -25,12 +25,12 @@ import httpx
 import pytest
 
 import mrtr
-from interop.peers import venv_python
-from loopback_process import free_port, listening
+from helpers.interop.peers import venv_python
+from helpers.loopback_process import free_port, listening
+from helpers.mrtr_flows import http_tool_call
 from mrtr import Client, ClientOptions, ElicitResult
 from mrtr.client.options import RoundInfo
 from mrtr.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError
-from mrtr_flows import http_tool_call
 
 pytestmark = pytest.mark.timeout(180)
 

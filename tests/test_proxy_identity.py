@@ -15,7 +15,7 @@ import pytest
 from mcp.client.stdio import StdioServerParameters
 
 import mrtr
-from interop.peers import NODE, npm_package
+from helpers.interop.peers import NODE, npm_package
 from mrtr import Client, ClientOptions
 from mrtr.protocol.meta import SERVER_INFO
 

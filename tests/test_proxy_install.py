@@ -21,7 +21,7 @@ import pytest
 from mcp.client.stdio import StdioServerParameters
 
 import mrtr
-from loopback_process import free_port, listening
+from helpers.loopback_process import free_port, listening
 from mrtr.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

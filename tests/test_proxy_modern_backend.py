@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import mrtr
-from loopback_process import free_port, listening
+from helpers.loopback_process import free_port, listening
 from mrtr import Client, ClientOptions, ElicitResult
 from mrtr.protocol.types import CreateMessageResult, ListRootsResult, Root
 

@@ -19,8 +19,8 @@ import pytest
 from mcp.client.stdio import StdioServerParameters
 
 import mrtr
-from interop.peers import NODE, NODE_DIR, npm_package, venv_python
-from loopback_process import free_port, listening
+from helpers.interop.peers import NODE, NODE_DIR, npm_package, venv_python
+from helpers.loopback_process import free_port, listening
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -53,6 +53,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from helpers.mrtr_flows import request_meta
 from mrtr import Client, ClientOptions, ElicitResult, RequestContext, Server
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.errors import McpError
@@ -61,7 +62,6 @@ from mrtr.server.auth.principal import SCOPE_KEY, token_principal
 from mrtr.server.auth.token import AccessToken
 from mrtr.server.options import ServerOptions
 from mrtr.server.store import Deliver, Gap, MemoryBroker, MemoryStore, Unsubscribe
-from mrtr_flows import request_meta
 
 T = TypeVar("T")
 

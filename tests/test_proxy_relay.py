@@ -26,14 +26,14 @@ import httpx
 import pytest
 
 import mrtr
-from cluster import haproxy_binary, write_config
-from interop.peers import venv_python
-from loopback_process import free_port, listening
+from helpers.cluster import haproxy_binary, write_config
+from helpers.interop.peers import venv_python
+from helpers.loopback_process import free_port, listening
+from helpers.mrtr_flows import http_tool_call
+from helpers.redis_instance import RedisInstance, redis_instance
 from mrtr import Client, ClientOptions, ElicitResult
 from mrtr.client.options import RoundInfo
 from mrtr.protocol.errors import INTERNAL_ERROR, McpError
-from mrtr_flows import http_tool_call
-from redis_instance import RedisInstance, redis_instance
 
 pytestmark = pytest.mark.timeout(180)
 __all__ = ["redis_instance"]  # the fixture, used by name

@@ -16,20 +16,20 @@ import os
 import secrets
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import mrtr
+from helpers.eventually import eventually
+from helpers.mrtr_flows import accept, call_tool, error_of, request_meta, result_of
 from mrtr import Client, ClientOptions, ElicitResult, ServerOptions
 from mrtr.protocol import jsonrpc
 from mrtr.protocol.errors import INVALID_PARAMS, McpError
 from mrtr.proxy import BackendTarget, ProxyBackend, proxy_server
 from mrtr.server.store import MemoryBroker, MemoryStore, StoreUnavailable
 from mrtr.transport.stdio_server import serve_stdio
-from mrtr_flows import accept, call_tool, error_of, request_meta, result_of
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -55,15 +55,6 @@ def target(ledger: Path, era: str = "modern", delay: float = 0.0) -> BackendTarg
 
 def effects(ledger: Path) -> list[str]:
     return ledger.read_text().splitlines() if ledger.exists() else []
-
-
-async def until(check: Callable[[], bool], what: str) -> None:
-    """Wait (bounded: 20 s) until `check()` holds."""
-    for _ in range(1000):
-        if check():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"gave up waiting for {what}")
 
 
 def by_message(questions: dict[str, Any]) -> dict[str, str]:
@@ -106,7 +97,7 @@ async def test_a_question_during_a_prompt_never_reaches_another_callers_held_cal
         Client.in_memory(proxy, elicitation_handler=answer_b) as b,
     ):
         call = asyncio.ensure_future(a.call_tool("book", {"item": "A-tent"}))
-        await until(lambda: bool(shown_a), "A to be asked")
+        await eventually(lambda: bool(shown_a), "A to be asked", timeout=20.0)
         prompt = asyncio.ensure_future(b.get_prompt("greet", {"who": "B-caller"}))
         await asyncio.wait([prompt], timeout=5)
         released.set()
@@ -157,7 +148,7 @@ async def test_a_final_round_dropped_after_its_answer_reached_the_backend_re_att
         final = await two_rounds(proxy, "tent")
         dropped = asyncio.ensure_future(call_tool(proxy, "book", {"item": "tent"}, **final))
         # The answer reached the backend: it has had its effect and is still answering.
-        await until(lambda: effects(ledger) == ["effect tent"], "the effect")
+        await eventually(lambda: effects(ledger) == ["effect tent"], "the effect", timeout=20.0)
         dropped.cancel()  # the connection drops (over HTTP a drop is a cancellation)
         with contextlib.suppress(asyncio.CancelledError):
             await dropped
@@ -402,7 +393,7 @@ async def test_a_round_its_client_cancels_cancels_the_backend_call(tmp_path: Pat
             "requestState": second["requestState"],
         }
         send(3, final)
-        await until(lambda: effects(ledger) == ["effect tent"], "the effect")
+        await eventually(lambda: effects(ledger) == ["effect tent"], "the effect", timeout=20.0)
         cancel = {"requestId": 3, "reason": "the user gave up"}
         stdin.feed_data(
             json.dumps(jsonrpc.notification("notifications/cancelled", cancel)).encode() + b"\n"

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from helpers.transport_flow import GUARD, serve
 from mrtr import (
     Client,
     ClientOptions,
@@ -26,7 +27,6 @@ from mrtr import (
 )
 from mrtr.inputs import InputRequest
 from mrtr.transport.http_app import StreamableHTTPApp
-from transport_flow import GUARD, serve
 
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}}
 

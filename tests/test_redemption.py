@@ -10,55 +10,15 @@ from typing import Any
 
 import pytest
 
-from mrtr import Client, ElicitResult, McpError, RequestContext, Server, ServerOptions, ToolError
+from helpers.mrtr_flows import accept, call_tool, error_of, result_of, rpc
+from helpers.shop import KEY, SCHEMA, Shop
+from helpers.transport_flow import serve
+from mrtr import Client, ElicitResult, RequestContext, Server, ServerOptions
 from mrtr.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS
 from mrtr.server import redemption
 from mrtr.server.store import ENTRY_OVERHEAD, MemoryStore, Store, StoreFull
-from mrtr_flows import accept, call_tool, error_of, result_of, rpc
-from transport_flow import serve
 
-KEY = "k" * 40
-SCHEMA: dict[str, Any] = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
 INVALID_STATE = {"reason": "invalid_request_state"}
-
-
-class Shop:
-    """A server whose `charge` asks once, then charges: the side effect to run once."""
-
-    def __init__(self, **options: Any) -> None:
-        options.setdefault("request_state_key", KEY)
-        self.server = Server("shop", options=ServerOptions(**options))
-        self.charges: list[int] = []
-        self.gate: asyncio.Event | None = None
-
-        @self.server.tool()
-        async def charge(ctx: RequestContext, amount: int) -> str:
-            answer = await ctx.elicit("Charge?", SCHEMA, key="confirm")
-            if self.gate is not None:
-                await self.gate.wait()
-            self.charges.append(amount)  # after the last question
-            if amount < 0:
-                raise ToolError(f"refund of {-amount} failed after charging")
-            if amount == 0:
-                raise McpError(-32000, "nothing to charge", {"charged": len(self.charges)})
-            return f"charge #{len(self.charges)} of {amount}: {answer.action}"
-
-        @self.server.tool()
-        async def report(ctx: RequestContext, size: int) -> str:
-            await ctx.elicit("Report?", SCHEMA, key="confirm")
-            self.charges.append(size)
-            return "x" * size
-
-    async def first_state(self, name: str = "charge", **arguments: Any) -> str:
-        first = result_of(await call_tool(self.server, name, arguments))
-        assert first["resultType"] == "input_required"
-        state: str = first["requestState"]
-        return state
-
-    async def final(self, state: str, name: str = "charge", **arguments: Any) -> dict[str, Any]:
-        return await call_tool(
-            self.server, name, arguments, responses={"confirm": accept(ok=True)}, state=state
-        )
 
 
 async def test_a_final_round_replayed_11_times_charges_once() -> None:

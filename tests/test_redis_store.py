@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 
-from loopback_process import free_port
+from helpers.loopback_process import free_port
+from helpers.mrtr_flows import call_tool, error_of, result_of, rpc
+from helpers.redis_instance import RedisInstance, redis_instance
+from helpers.shop import KEY, Shop
 from mrtr import Client, Server, ServerOptions
 from mrtr.client import Change, Subscription
 from mrtr.protocol import jsonrpc
@@ -20,9 +23,6 @@ from mrtr.server.redis_store import RedisBroker, RedisStore
 from mrtr.server.session import LegacySession
 from mrtr.server.store import Broker, MemoryBroker, Store
 from mrtr.settings import SettingsError, server_options
-from mrtr_flows import call_tool, error_of, result_of, rpc
-from redis_instance import RedisInstance, redis_instance
-from test_redemption import KEY, Shop
 
 __all__ = ["redis_instance"]  # the fixture, used by name
 

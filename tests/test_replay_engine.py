@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from helpers.mrtr_flows import Answers, accept, call_tool, error_of, result_of, rpc
+from helpers.transport_flow import serve
 from mrtr import (
     CallToolResult,
     Client,
@@ -33,10 +35,8 @@ from mrtr import (
 )
 from mrtr.protocol.errors import INTERNAL_ERROR
 from mrtr.server import InputRequiredConfig
-from mrtr.server._engine.outcome import ReplayError
 from mrtr.server.connection import ServerConnection
-from mrtr_flows import Answers, accept, call_tool, error_of, result_of, rpc
-from transport_flow import serve
+from mrtr.server._engine.outcome import ReplayError
 
 OK: dict[str, Any] = {"type": "object", "properties": {}}
 KEY = b"replay-engine-test-key-32-bytes!"

@@ -1,12 +1,12 @@
 """Property: whatever a handler does, every request gets exactly one well-formed response.
 
-Random handlers are built from questions, `gather`, `TaskGroup`, `create_task` (awaited or
-left running), `ctx.once`, real waits, errors of every kind (including `BaseException`s and
-cancellations a handler raises itself), early returns and error wrapping, as programs for the
-interpreter in `replay_programs.py`. Each program's flow is driven round after round, answering
-every question, over an in-process `ServerConnection` and over a real stdio subprocess (one
-process for all examples). Every response must be a JSON-RPC response for its request, with a
-result or an error that carries no traceback, and the server must go on serving.
+Random handlers are built from questions, `gather`, `TaskGroup`, `create_task` (awaited or left
+running), `ctx.once`, real waits, errors of every kind (including `BaseException`s and cancellations
+a handler raises itself), early returns and error wrapping, as programs for the interpreter in
+`helpers/replay_programs.py`. Each program's flow is driven round after round, answering every
+question, over an in-process `ServerConnection` and over a real stdio subprocess (one process for
+all examples). Every response must be a JSON-RPC response for its request, with a result or an error
+that carries no traceback, and the server must go on serving.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from helpers.replay_programs import RAISE_KINDS, build_program_server
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
 from mrtr.server.connection import ServerConnection
-from replay_programs import RAISE_KINDS, build_program_server
 
 SERVER = str(Path(__file__).resolve().parent / "servers" / "replay_program_server.py")
 GUARD = 10.0  # seconds for one response: only ever reached when something is broken

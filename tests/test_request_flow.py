@@ -24,11 +24,11 @@ from typing import Any
 import orjson
 import pytest
 
+from helpers.http_calls import call, post
+from helpers.legacy_peer import Peer, initialized, send
+from helpers.mrtr_flows import accept, call_tool, result_of
 from mrtr import RequestContext, Server
 from mrtr.transport.http_app import StreamableHTTPApp
-from mrtr_flows import accept, call_tool, result_of
-from test_http_fast_path import call, post
-from test_legacy_server import Peer, initialized, send
 
 
 def _server(*, middleware: bool) -> Server:
@@ -131,7 +131,7 @@ async def test_a_modern_request_enters_each_module_once(
             return call_tool(server, params["name"], params["arguments"])
 
     else:
-        from mrtr_flows import rpc
+        from helpers.mrtr_flows import rpc
 
         def serve() -> Awaitable[dict[str, Any]]:
             return rpc(server, method, params)

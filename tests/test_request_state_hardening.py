@@ -21,6 +21,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers.mrtr_flows import accept, call_tool, error_of, request_meta, result_of, sampled
+from helpers.transport_flow import serve
 from mrtr import (
     Client,
     ElicitRequestParams,
@@ -45,8 +47,6 @@ from mrtr.server.request_state import (
     new_flow_id,
     verify_request_state,
 )
-from mrtr_flows import accept, call_tool, error_of, request_meta, result_of, sampled
-from transport_flow import serve
 
 KEY = b"hardening-test-key-of-32-bytes!!"
 OTHER_KEY = b"another-test-key-also-32-bytes!!"

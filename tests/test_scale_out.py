@@ -26,12 +26,12 @@ from typing import Any
 
 import pytest
 
-from cluster import Cluster, haproxy_binary
+from helpers.cluster import Cluster, haproxy_binary
+from helpers.redis_instance import RedisInstance, redis_instance
 from mrtr import Client, ClientOptions, ElicitRequestParams, ElicitResult
 from mrtr.client.client import InputRequiredError
 from mrtr.client.options import InputRequiredConfig
 from mrtr.protocol.errors import CONNECTION_CLOSED, HTTP_ERROR, McpError
-from redis_instance import RedisInstance, redis_instance
 
 TARGET = "tests/servers/cluster_server.py:server"
 KEY = "scale-out-key-" + "s" * 32

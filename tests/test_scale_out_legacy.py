@@ -30,9 +30,8 @@ import aiohttp
 import mcp
 import pytest
 
-from cluster import Cluster, Instance, haproxy_binary
-from redis_instance import RedisInstance, redis_instance
-from test_scale_out_sessions import (
+from helpers.cluster import Cluster, Instance, haproxy_binary
+from helpers.legacy_sessions import (
     INIT,
     message,
     official_scenario,
@@ -40,7 +39,8 @@ from test_scale_out_sessions import (
     ours_scenario,
     post,
 )
-from transport_flow import GUARD
+from helpers.redis_instance import RedisInstance, redis_instance
+from helpers.transport_flow import GUARD
 
 TARGET = "tests/servers/legacy_cluster_server.py:server"
 KEY = "legacy-scale-out-key-" + "l" * 32

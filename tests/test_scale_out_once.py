@@ -26,10 +26,10 @@ from typing import Any
 
 import redis
 
-from loopback_process import free_port, stop, wait_listening
+from helpers.loopback_process import free_port, stop, wait_listening
+from helpers.redis_instance import RedisInstance, redis_instance
 from mrtr import Client, ElicitRequestParams, ElicitResult, McpError
 from mrtr.protocol.errors import INTERNAL_ERROR
-from redis_instance import RedisInstance, redis_instance
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = "tests/servers/once_crash_server.py:server"

@@ -28,11 +28,11 @@ from typing import Any
 
 import pytest
 
-from cluster import Cluster, haproxy_binary, restart
+from helpers.cluster import Cluster, haproxy_binary, restart
+from helpers.redis_instance import RedisInstance, redis_instance
 from mrtr import Client, ElicitRequestParams, ElicitResult
 from mrtr.client.subscription import Change, Subscription
 from mrtr.protocol.errors import CONNECTION_CLOSED, HTTP_ERROR, INVALID_PARAMS, McpError
-from redis_instance import RedisInstance, redis_instance
 
 __all__ = ["redis_instance"]  # the fixture, used by name
 

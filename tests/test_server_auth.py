@@ -8,13 +8,12 @@ the tokens; the MCP server runs under uvicorn on this loop with `JWTVerifier` (o
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 import subprocess
 import sys
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -22,6 +21,16 @@ import orjson
 import pytest
 from joserfc.jwk import ECKey
 
+from helpers.oauth_as import AuthorizationServer, pkce_pair
+from helpers.protected_server import (
+    KEY,
+    AutoApprove,
+    Protected,
+    call,
+    headers_for,
+    protected,
+)
+from helpers.transport_flow import serve
 from mrtr import (
     AccessToken,
     AuthSettings,
@@ -32,94 +41,18 @@ from mrtr import (
     ServerOptions,
 )
 from mrtr.client.auth import (
-    AuthorizationResponse,
     ClientCredentials,
     ClientCredentialsGrant,
     OAuth,
 )
-from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
 from mrtr.server.auth import (
     DEFAULT_DPOP_ALGORITHMS,
     IntrospectionVerifier,
     JWTVerifier,
-    TokenVerifier,
     VerifierUnavailable,
 )
 from mrtr.transport.http_app import StreamableHTTPApp
-from oauth_as import AuthorizationServer, pkce_pair
-from transport_flow import serve
-
-KEY = b"k" * 32
-App = Callable[[Any, Any, Any], Awaitable[None]]
-
-
-def build_server(options: ServerOptions) -> Server:
-    server = Server("protected", version="1.0.0", options=options)
-
-    @server.tool()
-    async def whoami(ctx: RequestContext) -> dict[str, Any]:
-        """Who the verified token says is calling."""
-        token = ctx.auth
-        assert token is not None
-        return {"sub": token.subject, "client": token.client_id, "scopes": sorted(token.scopes)}
-
-    @server.tool(scopes=["admin"])
-    async def purge(ctx: RequestContext, what: str) -> str:
-        """Purge something, after the user confirms (two MRTR rounds)."""
-        answer = await ctx.elicit(f"Purge {what}?", {"type": "object", "properties": {}})
-        return f"purged {what}" if answer.action == "accept" else "kept"
-
-    @server.tool()
-    async def confirm(ctx: RequestContext, item: str) -> str:
-        """Ask once, then answer (two MRTR rounds, no extra scope)."""
-        answer = await ctx.elicit(f"Order {item}?", {"type": "object", "properties": {}})
-        return f"{answer.action} {item}"
-
-    return server
-
-
-class Protected:
-    """An MCP server behind `AuthSettings`, served on loopback, and its authorization server."""
-
-    def __init__(self, auth_server: AuthorizationServer, base: str, holder: dict[str, App]):
-        self.auth_server = auth_server
-        self.base = base
-        self.url = base + "/mcp"
-        self.holder = holder
-        self.server: Server
-
-    def install(self, verifier: TokenVerifier | None = None, **settings: Any) -> Server:
-        """(Re)build the MCP server with `settings` and serve it at `url`."""
-        auth = AuthSettings(
-            resource=self.url,
-            authorization_servers=[self.auth_server.issuer],
-            verifier=verifier
-            or JWTVerifier(self.auth_server.issuer, self.url, min_refresh_interval=60.0),
-            scopes_supported=settings.pop("scopes_supported", ["mcp"]),
-            **settings,
-        )
-        options = ServerOptions(request_state_key=KEY, auth=auth)
-        self.server = build_server(options)
-        self.holder["app"] = StreamableHTTPApp(self.server)
-        return self.server
-
-    def token(self, **claims: Any) -> str:
-        claims.setdefault("audience", self.url)
-        return self.auth_server.issue_token(**claims)
-
-
-@contextlib.asynccontextmanager
-async def protected() -> AsyncIterator[Protected]:
-    holder: dict[str, App] = {}
-
-    async def late(scope: Any, receive: Any, send: Any) -> None:
-        await holder["app"](scope, receive, send)
-
-    async with AuthorizationServer() as auth_server, serve(late) as base:
-        site = Protected(auth_server, base, holder)
-        site.install()
-        yield site
 
 
 @pytest.fixture
@@ -135,30 +68,6 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 
 
 # --- raw requests ------------------------------------------------------------------------------
-
-
-def call(name: str, arguments: dict[str, Any], id: Any = 1, **params: Any) -> dict[str, Any]:
-    meta = {
-        meta_keys.PROTOCOL_VERSION: LATEST_PROTOCOL_VERSION,
-        meta_keys.CLIENT_INFO: {"name": "raw", "version": "1"},
-        meta_keys.CLIENT_CAPABILITIES: {"elicitation": {}},
-    }
-    body = {"name": name, "arguments": arguments, "_meta": meta, **params}
-    return {"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": body}
-
-
-def headers_for(message: dict[str, Any], token: str | None) -> dict[str, str]:
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": LATEST_PROTOCOL_VERSION,
-        "Mcp-Method": message["method"],
-    }
-    if message["method"] == "tools/call":
-        headers["Mcp-Name"] = message["params"]["name"]
-    if token is not None:
-        headers["Authorization"] = f"Bearer {token}"
-    return headers
 
 
 class Reply:
@@ -735,24 +644,6 @@ async def test_the_protected_server_works_with_the_mrtr_client(site: Protected) 
 
 
 # --- our client's OAuth, end to end -----------------------------------------------------------
-
-
-class AutoApprove:
-    """A `RedirectHandler` whose "browser" follows the authorization URL to the redirect."""
-
-    redirect_uri = "http://127.0.0.1:9/callback"
-
-    def __init__(self) -> None:
-        self.scopes: list[str] = []
-
-    async def authorize(self, url: str) -> AuthorizationResponse:
-        query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query))
-        self.scopes.append(query.get("scope", ""))
-        async with (
-            aiohttp.ClientSession() as http,
-            http.get(url, allow_redirects=False) as response,
-        ):
-            return AuthorizationResponse.from_url(response.headers["Location"])
 
 
 async def test_our_client_authorizes_steps_up_and_keeps_its_state(site: Protected) -> None:

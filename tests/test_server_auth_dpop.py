@@ -21,6 +21,16 @@ import pytest
 from joserfc import jwt
 from joserfc.jwk import ECKey, OctKey, RSAKey
 
+from helpers.protected_server import (
+    KEY,
+    AutoApprove,
+    Protected,
+    build_server,
+    call,
+    headers_for,
+    protected,
+)
+from helpers.transport_flow import serve
 from mrtr import Client, ElicitResult, ServerOptions
 from mrtr.client.auth import OAuth
 from mrtr.client.auth.jose import DPoPKey
@@ -28,8 +38,6 @@ from mrtr.server.auth import AuthSettings, DPoPSettings, IntrospectionVerifier, 
 from mrtr.server.auth.dpop import MAX_PROOF_LENGTH, DPoPChecker, Proof, normal_url, token_hash
 from mrtr.server.store import MemoryStore
 from mrtr.transport.http_app import StreamableHTTPApp
-from test_server_auth import KEY, AutoApprove, Protected, build_server, call, headers_for, protected
-from transport_flow import serve
 
 
 @pytest.fixture

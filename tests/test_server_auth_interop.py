@@ -28,11 +28,11 @@ from mcp.shared.auth import (
     OAuthToken,
 )
 
+from helpers.oauth_as import AuthorizationServer
+from helpers.transport_flow import serve
 from mrtr import AuthSettings, RequestContext, Server, ServerOptions
 from mrtr.server.auth import JWTVerifier
 from mrtr.transport.http_app import StreamableHTTPApp
-from oauth_as import AuthorizationServer
-from transport_flow import serve
 
 REDIRECT = "http://127.0.0.1:9/callback"
 

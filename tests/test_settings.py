@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from loopback_process import free_port
+from helpers.loopback_process import free_port
+from helpers.mrtr_flows import accept, call_tool, error_of, result_of
 from mrtr import RequestContext, Server, ServerOptions
 from mrtr import settings as settings_module
 from mrtr.settings import SettingsError, http_options, server_options
-from mrtr_flows import accept, call_tool, error_of, result_of
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOP = ROOT / "examples" / "shop.py"

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from helpers.eventually import eventually
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.errors import INVALID_PARAMS
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
@@ -55,15 +56,6 @@ def unread(fd: int) -> int:
     count = array.array("i", [0])
     fcntl.ioctl(fd, termios.FIONREAD, count)
     return count[0]
-
-
-async def until(check: Any, what: str) -> None:
-    """Wait (bounded) until `check()` holds: the child's progress is seen from outside."""
-    for _ in range(int(GUARD / 0.005)):
-        if check():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"gave up waiting: {what}")
 
 
 async def spawn(limit: int) -> asyncio.subprocess.Process:
@@ -105,9 +97,10 @@ async def test_a_client_that_does_not_read_holds_the_server_to_the_bound() -> No
         capacity = fcntl.fcntl(fd, F_GETPIPE_SZ)
         # The server started `limit` handlers, then stopped reading: the pipe fills up and stays
         # full while none of them can end, and the client cannot write everything.
-        await until(
+        await eventually(
             lambda: started > limit or (started == limit and unread(fd) >= capacity - 256),
             "a full pipe",
+            timeout=GUARD,
         )
         assert started == limit
         assert not writer.done()
@@ -121,7 +114,7 @@ async def test_a_client_that_does_not_read_holds_the_server_to_the_bound() -> No
                 answered.add(reply["id"])
             await writer
         assert answered == set(range(count))
-        await until(lambda: started == count, "every start reported on stderr")
+        await eventually(lambda: started == count, "every start reported on stderr", timeout=GUARD)
         process.stdin.write(call(count, "peak", {}))
         await process.stdin.drain()
         async with asyncio.timeout(GUARD):

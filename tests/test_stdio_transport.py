@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
+from helpers.eventually import eventually
 from mrtr import Client, McpError, TextContent
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.errors import CONNECTION_CLOSED, INVALID_REQUEST, PARSE_ERROR
@@ -37,15 +38,6 @@ GUARD = 20.0  # seconds: only ever reached when something is broken
 
 def flow_client(**kwargs: Any) -> Client:
     return Client.stdio(sys.executable, [FLOW_SERVER], **kwargs)
-
-
-async def eventually(check: Callable[[], bool], what: str) -> None:
-    """Wait (bounded) until `check()` holds: the child reports asynchronously."""
-    for _ in range(int(GUARD / 0.01)):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"gave up waiting: {what}")
 
 
 def text_of(result: Any) -> str:
@@ -169,13 +161,14 @@ async def test_cancelling_a_call_cancels_the_handler_on_the_server(
         call.cancel()  # stdio's cancellation signal: notifications/cancelled for that id
         with pytest.raises(asyncio.CancelledError):
             await call
-        await eventually(marker.exists, "the server's handler saw CancelledError")
+        await eventually(marker.exists, "the server's handler saw CancelledError", timeout=GUARD)
         assert marker.read_text(encoding="utf-8") == "cancelled"
         # The connection is still usable after the cancellation.
         assert text_of(await client.call_tool("fast")) == "fast"
         await eventually(
             lambda: any("block cancelled" in r.getMessage() for r in caplog.records),
             "the handler's stderr line was forwarded",
+            timeout=GUARD,
         )
 
 
@@ -191,7 +184,7 @@ async def test_a_timeout_around_call_tool_cancels_the_server_handler(tmp_path: P
                     {"marker": str(marker)},
                     progress_callback=lambda *_: deadline.reschedule(loop.time()),
                 )
-        await eventually(marker.exists, "the server's handler saw CancelledError")
+        await eventually(marker.exists, "the server's handler saw CancelledError", timeout=GUARD)
         assert marker.read_text(encoding="utf-8") == "cancelled"
 
 
@@ -312,7 +305,7 @@ async def test_close_terminates_a_server_that_ignores_stdin_eof(
     caplog.set_level(logging.INFO, logger="mrtr.stdio.server")
     transport = StdioTransport(sys.executable, [STUBBORN_SERVER], shutdown_timeout=0.2)
     await transport.connect(lambda message: None)
-    await eventually(lambda: "ready" in caplog.messages, "the child started")
+    await eventually(lambda: "ready" in caplog.messages, "the child started", timeout=GUARD)
     await transport.close()
     assert transport.returncode == -signal.SIGTERM
 
@@ -326,7 +319,9 @@ async def test_close_kills_a_server_that_ignores_sigterm(
         sys.executable, [STUBBORN_SERVER, "--ignore-sigterm"], shutdown_timeout=0.2
     )
     await transport.connect(lambda message: None)
-    await eventually(lambda: "ready" in caplog.messages, "SIGTERM is ignored from now on")
+    await eventually(
+        lambda: "ready" in caplog.messages, "SIGTERM is ignored from now on", timeout=GUARD
+    )
     await transport.close()
     assert transport.returncode == -signal.SIGKILL
     with pytest.raises(McpError) as closed:

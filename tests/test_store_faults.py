@@ -18,13 +18,13 @@ import orjson
 import pytest
 from redis import Redis as SyncRedis
 
+from helpers.mrtr_flows import accept, error_of, request_meta, result_of
+from helpers.redis_instance import RedisInstance, redis_instance, running_redis
+from helpers.shop import Shop
+from helpers.transport_flow import serve
 from mrtr.protocol.tasks import EXTENSION_ID
 from mrtr.server import redemption
 from mrtr.server.redis_store import RedisStore
-from mrtr_flows import accept, error_of, request_meta, result_of
-from redis_instance import RedisInstance, redis_instance, running_redis
-from test_redemption import Shop
-from transport_flow import serve
 
 __all__ = ["redis_instance"]  # the fixture, used by name
 

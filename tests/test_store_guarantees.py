@@ -13,6 +13,10 @@ import aiohttp
 import orjson
 import pytest
 
+from helpers.mrtr_flows import accept, error_of, request_meta, result_of, rpc
+from helpers.redis_instance import running_redis
+from helpers.shop import Shop
+from helpers.transport_flow import serve
 from mrtr import Client, ElicitResult, McpError
 from mrtr.protocol.errors import INTERNAL_ERROR
 from mrtr.protocol.tasks import EXTENSION_ID
@@ -20,10 +24,6 @@ from mrtr.server.auth.dpop import DPoPChecker, Proof
 from mrtr.server.auth.settings import DPoPSettings
 from mrtr.server.redis_store import RedisStore, check_reachable
 from mrtr.server.store import MemoryStore, StoreFull
-from mrtr_flows import accept, error_of, request_meta, result_of, rpc
-from redis_instance import running_redis
-from test_redemption import Shop
-from transport_flow import serve
 
 # A large tool result, as in a report: about 16 of them fill the 4 MiB store below.
 SIZE = 250_000

@@ -17,10 +17,10 @@ import mcp
 import pytest
 from mcp.client.stdio import StdioServerParameters
 
+from helpers.transport_flow import serve
 from mrtr import Client, McpError, RequestContext, Server, ServerOptions, TextContent
 from mrtr.protocol import errors
 from mrtr.server import InputRequiredConfig
-from transport_flow import serve
 
 SCRIPT = Path(__file__).resolve().parent / "servers" / "author_server.py"
 SERVE = ["-m", "mrtr", "serve", f"{SCRIPT}:server"]

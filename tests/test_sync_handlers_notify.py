@@ -13,9 +13,9 @@ from typing import Any
 import mcp
 from mcp import types as mcp_types
 
+from helpers.transport_flow import serve
 from mrtr import Client, RequestContext, Server, TextContent
 from mrtr.protocol import meta as meta_keys
-from transport_flow import serve
 
 
 def chatty_server() -> Server:

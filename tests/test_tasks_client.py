@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from fake_server import FakeServer, Received
+from helpers.fake_server import FakeServer, Received
 from mrtr import Client, ClientOptions, ElicitResult, McpError
 from mrtr.client.options import InputRequiredConfig, TaskOptions
 from mrtr.protocol import errors
@@ -122,7 +122,7 @@ class TaskPlay:
 
 
 def _error(code: int, message: str) -> Any:
-    from fake_server import Error
+    from helpers.fake_server import Error
 
     return Error(code, message)
 
@@ -313,7 +313,7 @@ async def test_a_create_task_result_without_a_task_id_is_a_protocol_violation() 
 
 
 async def test_transient_poll_failures_are_retried_and_then_given_up() -> None:
-    from fake_server import Error
+    from helpers.fake_server import Error
 
     flaky = Error(errors.INTERNAL_ERROR, "database hiccup")
     play = TaskPlay(polls=[flaky, flaky, snap("completed", result=DONE)])
@@ -331,7 +331,7 @@ async def test_transient_poll_failures_are_retried_and_then_given_up() -> None:
 
 
 async def test_a_task_the_server_no_longer_knows_ends_the_call_without_a_cancel() -> None:
-    from fake_server import Error
+    from helpers.fake_server import Error
 
     play = TaskPlay(
         polls=[Error(errors.INVALID_PARAMS, "Failed to retrieve task: Task has expired")]

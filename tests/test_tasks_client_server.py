@@ -1,6 +1,6 @@
 """`Client` against this SDK's own server with task support, over memory, stdio and HTTP.
 
-The app (`test_tasks_client_app.py`) has a tool that asks by MRTR before its task exists and
+The app (`helpers/tasks_client_app.py`) has a tool that asks by MRTR before its task exists and
 through the task while it runs, a sleeping tool, and one whose task outlives its TTL. Each
 test drives it the way an application would: `call_tool` (transparent), the `TaskHandle`,
 cancellation, expiry, resuming by id from a new client, and another caller's task id.
@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
+from helpers.tasks_client_app import answer, build_server, connect, http_app
 from mrtr import ClientOptions, ElicitResult, McpError, Server
 from mrtr.protocol import errors
 from mrtr.protocol.types import ElicitRequestParams
-from test_tasks_client_app import answer, build_server, connect, http_app
 
 GUARD = 10.0  # seconds: reached only when something is broken
 TRANSPORTS = ["memory", "stdio", "http"]

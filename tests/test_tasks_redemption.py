@@ -13,10 +13,10 @@ import asyncio
 import time
 from typing import Any
 
+from helpers.tasks_server_app import NAME, MemoryPeer
 from mrtr import RequestContext, Server, ServerOptions, TaskSettings
 from mrtr.server.options import InputRequiredConfig
 from mrtr.server.store import MemoryStore
-from test_tasks_server_app import NAME, MemoryPeer
 
 WHERE = {"action": "accept", "content": {"name": "Ada"}}
 

@@ -11,52 +11,21 @@ from typing import Any
 
 import pytest
 
-from mrtr import McpError, RequestContext, Server, ServerOptions, TaskSettings
-from mrtr.inputs import InputRequiredResult, elicit_request
-from mrtr.protocol.tasks import EXTENSION_ID, RELATED_TASK_META
-from mrtr.server.store import MemoryStore
-from test_tasks_server_app import (
+from helpers.tasks_server_app import (
+    ACCEPT_NAME,
+    ACCEPT_OK,
     EVENTS,
     GUARD,
     WITHOUT_TASKS,
     MemoryPeer,
     build_server,
     request,
+    ship_flow,
 )
-
-ACCEPT_NAME = {"action": "accept", "content": {"name": "Ada"}}
-ACCEPT_OK = {"action": "accept", "content": {"ok": True}}
-
-
-async def ship_flow(peer: Any) -> None:
-    """A tool that asks by MRTR before its task exists and through the task while it runs;
-    shared with the stdio and HTTP tests."""
-    first = await peer.result("tools/call", {"name": "ship", "arguments": {"item": "book"}})
-    assert first["resultType"] == "input_required"
-    assert set(first["inputRequests"]) == {"where"} and "taskId" not in first
-    created = await peer.result(
-        "tools/call",
-        {
-            "name": "ship",
-            "arguments": {"item": "book"},
-            "requestState": first["requestState"],
-            "inputResponses": {"where": ACCEPT_NAME},
-        },
-    )
-    assert created["resultType"] == "task" and created["status"] == "working"
-    assert "requestState" not in created and "inputRequests" not in created
-    task_id = created["taskId"]
-    waiting = await peer.until(task_id, "input_required")
-    assert list(waiting["inputRequests"]) == ["sure"]
-    assert waiting["inputRequests"]["sure"]["params"]["message"] == "Ship book to Ada?"
-    assert "statusMessage" not in waiting  # progress is reported only when a token asked
-    ack = await peer.result(
-        "tasks/update", {"taskId": task_id, "inputResponses": {"sure": ACCEPT_OK}}
-    )
-    assert ack["resultType"] == "complete" and "status" not in ack
-    done = await peer.until(task_id, "completed")
-    assert done["result"]["content"][0]["text"] == "book shipped to Ada (task True)"
-    assert "inputRequests" not in done and "error" not in done
+from mrtr import McpError, RequestContext, Server, ServerOptions, TaskSettings
+from mrtr.inputs import InputRequiredResult, elicit_request
+from mrtr.protocol.tasks import EXTENSION_ID, RELATED_TASK_META
+from mrtr.server.store import MemoryStore
 
 
 async def test_a_tool_asks_by_mrtr_before_its_task_and_through_it_during() -> None:

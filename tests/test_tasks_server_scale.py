@@ -14,10 +14,10 @@ from typing import Any
 
 import aiohttp
 
-from loopback_process import free_port
+from helpers.loopback_process import free_port
+from helpers.redis_instance import RedisInstance, redis_instance  # noqa: F401
+from helpers.tasks_server_app import APP, GUARD, HttpPeer, request
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
-from redis_instance import RedisInstance, redis_instance  # noqa: F401
-from test_tasks_server_app import APP, GUARD, HttpPeer, request
 
 Instance = tuple[str, asyncio.subprocess.Process]  # (url, process)
 LEASE = "0.6"  # seconds: the instances renew their tasks' leases every 0.2 s

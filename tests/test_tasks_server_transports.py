@@ -12,9 +12,8 @@ import mcp
 import mcp_types
 from mcp.client.stdio import StdioServerParameters
 
-from test_tasks_server import ship_flow
-from test_tasks_server_app import APP, HttpPeer, build_server, request, stdio_peer
-from transport_flow import serve
+from helpers.tasks_server_app import APP, HttpPeer, build_server, request, ship_flow, stdio_peer
+from helpers.transport_flow import serve
 
 
 async def test_a_task_asks_before_and_during_over_stdio() -> None:

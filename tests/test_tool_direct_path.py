@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
+from helpers.legacy_peer import Peer, initialized, send
+from helpers.mrtr_flows import call_tool, error_of, result_of
 from mrtr import InputRequiredResult, McpError, RequestContext, Server, ServerOptions, ToolError
 from mrtr.inputs import elicit_request
 from mrtr.server import InputRequiredConfig
 from mrtr.server import context as context_module
 from mrtr.server.input_bounds import MAX_DEPTH
-from mrtr_flows import call_tool, error_of, result_of
-from test_legacy_server import Peer, initialized, send
 
 
 class Halt(BaseException):

@@ -19,7 +19,7 @@ import aiohttp
 import orjson
 import pytest
 
-from loopback_process import free_port
+from helpers.loopback_process import free_port
 from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
 

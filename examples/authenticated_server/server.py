@@ -1,7 +1,7 @@
 """A notes server protected by OAuth 2.1: every request needs a bearer token from the
 authorization server, and writing a note needs the `notes:write` scope.
 
-    python3 tests/oauth_as.py --port 9000                       # a test authorization server
+    python3 tests/helpers/oauth_as.py --port 9000               # a test authorization server
     python3 examples/authenticated_server/server.py --port 8000 --issuer http://127.0.0.1:9000
     python3 examples/authenticated_server/client.py http://127.0.0.1:8000/mcp
 

@@ -8,14 +8,14 @@ import re
 import sys
 from types import ModuleType
 
-from peers import ROOT
-from test_interop_peer_clients import CELLS as CLIENT_CELLS
-from test_interop_peer_clients import INSPECTOR_CELLS, INSPECTOR_VERSION
-from test_interop_peer_servers import CELLS as SERVER_CELLS
-from test_interop_peer_servers import runs_cli
-from test_interop_tasks import CELLS as TASK_CELLS
-from test_interop_tasks import OUR_CLIENT as TASKS_OUR_CLIENT
-from test_interop_tasks import PEER_CLIENT as TASKS_PEER_CLIENT
+from helpers.interop.peer_clients import CELLS as CLIENT_CELLS
+from helpers.interop.peer_clients import INSPECTOR_CELLS
+from helpers.interop.peer_servers import CELLS as SERVER_CELLS
+from helpers.interop.peer_servers import runs_cli
+from helpers.interop.peers import INSPECTOR_VERSION, ROOT
+from helpers.interop.tasks_cells import CELLS as TASK_CELLS
+from helpers.interop.tasks_cells import OUR_CLIENT as TASKS_OUR_CLIENT
+from helpers.interop.tasks_cells import PEER_CLIENT as TASKS_PEER_CLIENT
 
 PAGE = ROOT / "docs" / "interoperability-matrix.md"
 INSPECTOR = f"MCP Inspector {INSPECTOR_VERSION}"

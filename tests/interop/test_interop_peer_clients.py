@@ -6,103 +6,31 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cells import Cell, judge, parse_checks
-from cells_names import CLIENT_CHECKS
-from peers import (
+
+from helpers.interop.cells import Cell, judge, parse_checks
+from helpers.interop.cells_names import CLIENT_CHECKS
+from helpers.interop.peer_clients import CELLS, INSPECTOR_CELLS, LEGACY, MODERN, PeerClient
+from helpers.interop.peers import (
     DRIVERS,
     INSPECTOR_VERSION,
     INSTALL_HINT,
     MATRIX_SERVER,
     NODE,
-    NPM_PEERS,
     ROOT,
-    node_script,
-    npm_package,
     our_python,
-    pinned,
-    venv_python,
 )
-
-from loopback_process import free_port, listening
+from helpers.loopback_process import free_port, listening
 
 CELL_GUARD = 240.0  # seconds for one driver run: only reached when something hangs
 
 
-LEGACY = "2025-11-25"
-MODERN = "2026-07-28"
 MODES = {LEGACY: "legacy", MODERN: "auto"}
 """How a dual-era peer is told which era to speak (MATRIX_MODE, read by its driver)."""
-
-
-@dataclass(frozen=True)
-class PeerClient:
-    label: str
-    eras: dict[str, tuple[str, ...]]
-    """The transports the peer's client has, by the era it speaks over them."""
-    argv: Callable[[], list[str]]
-    """The driver's command line, up to the transport arguments."""
-    reports_version: bool = True
-    """Whether the driver's `initialize` check shows the negotiated protocol version."""
-
-
-def python_driver(venv: str, script: str) -> Callable[[], list[str]]:
-    return lambda: [str(venv_python(venv)), str(DRIVERS / script)]
-
-
-def node_driver(package: str, script: str) -> Callable[[], list[str]]:
-    def argv() -> list[str]:
-        npm_package(package)
-        return [str(NODE), str(node_script(script))]
-
-    return argv
-
-
-EVERY_LEGACY = ("stdio", "http", "sse")
-PEER_CLIENTS = [
-    PeerClient(
-        f"mcp {pinned('mcp1')}",
-        {LEGACY: EVERY_LEGACY},
-        python_driver("mcp1", "mcp1_client.py"),
-    ),
-    PeerClient(
-        f"mcp {pinned('mcp2')}",
-        {MODERN: ("stdio", "http"), LEGACY: EVERY_LEGACY},
-        python_driver("mcp2", "mcp2_client.py"),
-    ),
-    PeerClient(
-        f"fastmcp {pinned('fastmcp3')}",
-        {LEGACY: EVERY_LEGACY},
-        python_driver("fastmcp3", "fastmcp_client.py"),
-    ),
-    PeerClient(
-        f"fastmcp {pinned('fastmcp4')}",
-        {MODERN: ("stdio", "http"), LEGACY: EVERY_LEGACY},
-        python_driver("fastmcp4", "fastmcp_client.py"),
-    ),
-    PeerClient(
-        f"TypeScript SDK {NPM_PEERS['@modelcontextprotocol/sdk']}",
-        {LEGACY: EVERY_LEGACY},
-        node_driver("@modelcontextprotocol/sdk", "ts1_client.mjs"),
-        reports_version=False,  # its stdio transport keeps the negotiated version to itself
-    ),
-    PeerClient(
-        f"TypeScript client {NPM_PEERS['@modelcontextprotocol/client']}",
-        {MODERN: ("stdio", "http"), LEGACY: EVERY_LEGACY},
-        node_driver("@modelcontextprotocol/client", "ts2_client.mjs"),
-    ),
-]
-CELLS = [
-    pytest.param(peer, era, transport, id=f"{peer.label}-{transport}-{era}")
-    for peer in PEER_CLIENTS
-    for era, transports in peer.eras.items()
-    for transport in transports
-]
 
 
 def run_driver(argv: list[str], era: str) -> tuple[str, str]:
@@ -193,9 +121,6 @@ INSPECTOR_CHECKS = {
 }
 """Each check: the Inspector's arguments and text its output must contain. Every run is a new
 connection, so an error path cannot be followed by a call on the same session here."""
-INSPECTOR_CELLS = [
-    pytest.param(transport, id=f"inspector-{transport}") for transport in ("stdio", "http")
-]
 
 
 def inspector(target: list[str], args: list[str], catalog: str) -> dict[str, object]:

@@ -21,10 +21,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from cells import Cell, judge, parse_checks
-from peers import DRIVERS, HERE, ROOT, our_python, pinned, venv_python
 
-from loopback_process import free_port, listening
+from helpers.interop.cells import Cell, judge, parse_checks
+from helpers.interop.peers import DRIVERS, HERE, ROOT, our_python, venv_python
+from helpers.interop.tasks_cells import CELLS, OUR_CLIENT, PEER_CLIENT, TRANSPORTS
+from helpers.loopback_process import free_port, listening
 from mrtr import Client, ElicitRequestParams, ElicitResult, McpError, errors
 
 MODERN = "2026-07-28"
@@ -41,13 +42,8 @@ TASK_CHECKS = [
     "unknown task",
     "call after unknown task",
 ]
-PEER_CLIENT = "peer client -> mrtr server, tasks"
-OUR_CLIENT = "mrtr client -> peer server, tasks"
 TASKS_SERVER = HERE / "servers" / "tasks_server.py"
 PEER_TASKS_SERVER = HERE / "peer_servers" / "fastmcp_tasks_server.py"
-LABEL = f"fastmcp-tasks {pinned('fastmcp-tasks')}"
-TRANSPORTS = ("stdio", "http")
-CELLS = [pytest.param(LABEL, transport, id=f"{LABEL}-{transport}") for transport in TRANSPORTS]
 
 
 def run_peer_client(transport: str) -> tuple[str, str]:

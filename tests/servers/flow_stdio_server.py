@@ -1,4 +1,4 @@
-"""The transport flow's server (`tests/transport_flow.py`) on stdio.
+"""The transport flow's server (`tests/helpers/transport_flow.py`) on stdio.
 
 Run as `python tests/servers/flow_stdio_server.py`; it finds the flow module by path.
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 # Run as a script, only this file's own directory is on sys.path; the flow lives one level up.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from transport_flow import build_flow_server
+from helpers.transport_flow import build_flow_server
 
 if __name__ == "__main__":
     build_flow_server().run("stdio")

@@ -21,7 +21,7 @@ from mrtr.server import redemption
 from mrtr.settings import server_options
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from caller_header import caller
+from helpers.caller_header import caller
 
 EFFECTS_VARIABLE = "MRTR_TEST_EFFECTS"
 PROCESS_IDS_VARIABLE = "MRTR_TEST_PROCESS_IDS"

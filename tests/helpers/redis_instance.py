@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from loopback_process import free_port
+from helpers.loopback_process import free_port
 
 START_GUARD = 10.0  # seconds: only ever reached when something is broken
 

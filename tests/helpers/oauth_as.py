@@ -20,7 +20,7 @@ DPoP-bound token (``token_type`` ``DPoP``, claim ``cnf.jkt``); a refresh of a bo
 needs a proof by the same key. `offer_dpop` advertises it in the metadata.
 
 Use it as ``async with AuthorizationServer() as auth_server:`` inside a test, or run
-``python3 tests/oauth_as.py --port 9000`` to keep one up for trying the examples.
+``python3 tests/helpers/oauth_as.py --port 9000`` to keep one up for trying the examples.
 """
 
 from __future__ import annotations

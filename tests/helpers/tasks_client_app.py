@@ -1,6 +1,6 @@
 """The server the client-side tasks tests call, and how to reach it over each transport.
 
-Run as a script it serves the app: `python tests/test_tasks_client_app.py stdio`, or
+Run as a script it serves the app: `python tests/helpers/tasks_client_app.py stdio`, or
 `... http PORT`. Callers are told apart by the `x-test-user` HTTP header (a memory client is
 the caller "memory", a stdio client the caller "stdio").
 """
@@ -14,8 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from caller_header import caller
-from loopback_process import free_port, listening
+# Run as a script, only this file's own directory is on sys.path; the package lives one level up.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from helpers.caller_header import caller
+from helpers.loopback_process import free_port, listening
 from mrtr import Client, ClientOptions, ElicitResult, RequestContext, Server, TaskSettings
 from mrtr.protocol.types import ElicitRequestParams
 from mrtr.settings import server_options

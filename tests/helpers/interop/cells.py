@@ -9,8 +9,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import pytest
-from known_failures import KNOWN_FAILURES, WHOLE_CELL
-from peers import RESULTS
+
+from helpers.interop.known_failures import KNOWN_FAILURES, WHOLE_CELL
+from helpers.interop.peers import RESULTS
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1 @@
+"""The interoperability matrix: its pinned peers, its cells, and how each cell is judged."""
