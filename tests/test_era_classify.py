@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
+from helpers.http_calls import call, post
 from mrtr import Server
 from mrtr.protocol import errors, jsonrpc
 from mrtr.protocol import meta as meta_keys
@@ -20,7 +21,6 @@ from mrtr.server.connection import ServerConnection
 from mrtr.server.session import LegacySession
 from mrtr.transport import http_app as http_app_module
 from mrtr.transport.http_app import StreamableHTTPApp
-from helpers.http_calls import call, post
 
 VERSION = meta_keys.PROTOCOL_VERSION
 CAPS = meta_keys.CLIENT_CAPABILITIES

@@ -62,6 +62,8 @@ import pytest
 
 import mrtr
 from helpers.loopback_process import START_GUARD, free_port, listening
+from helpers.oauth_as import AuthorizationServer
+from helpers.transport_flow import GUARD, serve
 from mrtr import Client, ClientOptions, ElicitResult
 from mrtr.client import InputRequiredConfig
 from mrtr.client.auth import ClientCredentials, ClientCredentialsGrant, OAuth
@@ -79,9 +81,7 @@ from mrtr.server.auth import JWTVerifier
 from mrtr.transport.headers import encode_value
 from mrtr.transport.http_app import StreamableHTTPApp
 from mrtr.transport.stdio_client import StdioTransport
-from helpers.oauth_as import AuthorizationServer
 from servers.soundcheck_server import SECRET_FAILURE, build
-from helpers.transport_flow import GUARD, serve
 
 pytestmark = pytest.mark.timeout(120)
 

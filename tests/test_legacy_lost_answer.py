@@ -27,8 +27,8 @@ from helpers.redis_instance import RedisInstance, running_redis
 from helpers.transport_flow import serve
 from mrtr import Client, ClientOptions, ElicitRequestParams, ElicitResult, ServerOptions
 from mrtr.server.redis_store import RedisBroker, RedisStore
-from mrtr.transport.http_legacy_shared import ANSWER_SLOTS
 from mrtr.transport.http_app import StreamableHTTPApp
+from mrtr.transport.http_legacy_shared import ANSWER_SLOTS
 from servers.legacy_cluster_server import build
 
 GUARD = 15.0  # seconds: only ever reached when the call hangs

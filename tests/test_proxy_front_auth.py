@@ -22,9 +22,9 @@ import pytest
 
 import mrtr
 from helpers.loopback_process import free_port, listening
+from helpers.oauth_as import AuthorizationServer
 from mrtr import Client
 from mrtr.protocol.errors import INTERNAL_ERROR, McpError
-from helpers.oauth_as import AuthorizationServer
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -35,8 +35,8 @@ from mrtr import (
 )
 from mrtr.protocol.errors import INTERNAL_ERROR
 from mrtr.server import InputRequiredConfig
-from mrtr.server.connection import ServerConnection
 from mrtr.server._engine.outcome import ReplayError
+from mrtr.server.connection import ServerConnection
 
 OK: dict[str, Any] = {"type": "object", "properties": {}}
 KEY = b"replay-engine-test-key-32-bytes!"
