@@ -2,7 +2,7 @@
 
 The same small server is written for `mrtr` (`realistic_app.py`, served by `mrtr serve`), the
 official `mcp` SDK's `MCPServer` and FastMCP (`realistic_peer_server.py`, each run by its own
-venv's interpreter under `.cache/realistic/`, at the versions `tests/interop/peers.py` pins:
+venv's interpreter under `.cache/realistic/`, at the versions `tests/helpers/interop/peers.py` pins:
 the latest pinned `mcp` 2.x, else 1.x, and the latest pinned FastMCP). Its two tools wait on
 what real servers wait on:
 
@@ -133,11 +133,12 @@ class Row:
 
 
 def _interop_peers() -> ModuleType:
-    """`tests/interop/peers.py`, where the peers' pins live (the tests are no package)."""
+    """`tests/helpers/interop/peers.py`, where the peers' pins live (the tests are no package)."""
     name = "realistic_interop_peers"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "interop" / "peers.py")
+    path = ROOT / "tests" / "helpers" / "interop" / "peers.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # before running it: its dataclasses look their module up
@@ -146,8 +147,8 @@ def _interop_peers() -> ModuleType:
 
 
 def peer_names() -> dict[str, str]:
-    """Which pinned peer (`tests/interop/peers.py`) each non-mrtr server is: the latest pinned
-    `mcp` 2.x (else 1.x) and the latest pinned FastMCP."""
+    """Which pinned peer (`tests/helpers/interop/peers.py`) each non-mrtr server is: the
+    latest pinned `mcp` 2.x (else 1.x) and the latest pinned FastMCP."""
     pins: dict[str, str] = _interop_peers().PYTHON_PEERS
 
     def latest(names: Sequence[str]) -> str:
