@@ -35,14 +35,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.cluster import STOP_TIMEOUT, call_tool_once, free_port  # noqa: E402
-from benchmarks.soak import accept, error_kind, percentile, rss_kib  # noqa: E402
+from benchmarks.soak import accept, error_kind, percentile, rss_kib, terminate  # noqa: E402
 from mrtr import Client  # noqa: E402
 from mrtr.protocol.errors import McpError  # noqa: E402
 
@@ -201,11 +200,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.warmup is None:
         args.warmup = min(2 * (args.ttl + MARGIN), args.seconds / 2)
     return args
-
-
-def terminate(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM ends the run like Ctrl-C, so that the cleanup below runs."""
-    raise KeyboardInterrupt
 
 
 def start_server(workdir: Path, ttl: float) -> tuple[subprocess.Popen[bytes], int, int]:
